@@ -1,0 +1,1 @@
+"""Glassgraph: an explainable GraphRAG server on an embedded Oxigraph store."""

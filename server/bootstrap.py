@@ -1,0 +1,19 @@
+"""Opening the configured store, with the sample dataset on first start."""
+from __future__ import annotations
+
+import logging
+
+from server.config import SAMPLE_DATA, Config
+from server.ingest.load import load_file
+from server.store import GraphStore
+
+log = logging.getLogger(__name__)
+
+
+def open_store(config: Config, progress: bool = False) -> GraphStore:
+    """Open the store of ``config``; an empty store gets the sample data in the default collection."""
+    store = GraphStore(config.store_path, explain_collection=config.explain_collection)
+    if config.load_sample and store.is_empty() and SAMPLE_DATA.exists():
+        count = load_file(store, SAMPLE_DATA, config.default_collection, progress=progress)
+        log.info("loaded the sample dataset: %d quads into collection %r", count, config.default_collection)
+    return store

@@ -1,0 +1,101 @@
+"""The SPARQL templates in ``sparql/``: loading them and binding parameters safely.
+
+Two ways to bind, and never string formatting of user input:
+
+* ``bindings``: single values, passed to pyoxigraph as ``substitutions`` (queries only; the
+  variable must be in the SELECT projection, so templates use ``SELECT *`` or project it).
+* ``values``: lists of rows for an empty ``VALUES`` block written in the template, e.g.
+  ``VALUES (?s ?p ?o) { }``. Rows are rendered by pyoxigraph's own escaped N-Triples
+  serialization (triple terms as ``<<( s p o )>>``), which is how updates take parameters.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+from pyoxigraph import BlankNode, Literal, NamedNode, Triple
+
+from server.config import SPARQL_DIR
+
+Term = NamedNode | Literal | Triple
+ValuesKey = str | tuple[str, ...]
+
+_EMPTY_VALUES = re.compile(r"VALUES\s*(\?\w+|\(\s*(?:\?\w+\s*)+\))\s*\{\s*\}", re.IGNORECASE)
+
+
+class TemplateError(LookupError):
+    """A template is missing, or a parameter does not fit it."""
+
+
+def render_term(term: Term) -> str:
+    """Serialize a term for a VALUES block; blank nodes cannot be bound there."""
+    if isinstance(term, Triple):
+        return f"<<( {render_term(term.subject)} {render_term(term.predicate)} {render_term(term.object)} )>>"
+    if isinstance(term, (NamedNode, Literal)):
+        return str(term)
+    if isinstance(term, BlankNode):
+        raise TemplateError("blank nodes cannot be bound as parameters")
+    if term is None:
+        return "UNDEF"
+    raise TemplateError(f"not an RDF term: {term!r}")
+
+
+def _key_vars(key: ValuesKey) -> tuple[str, ...]:
+    names = (key,) if isinstance(key, str) else key
+    return tuple(name.lstrip("?") for name in names)
+
+
+def _block_vars(header: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"\?(\w+)", header))
+
+
+def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]]) -> str:
+    """Fill each empty ``VALUES`` block of ``text`` whose variables match a key of ``values``."""
+    wanted = {_key_vars(key): rows for key, rows in values.items()}
+    seen: set[tuple[str, ...]] = set()
+
+    def fill(match: re.Match[str]) -> str:
+        names = _block_vars(match.group(1))
+        if names not in wanted:
+            return match.group(0)
+        seen.add(names)
+        lines = []
+        for row in wanted[names]:
+            cells = (row,) if len(names) == 1 and not isinstance(row, (tuple, list)) else tuple(row)
+            if len(cells) != len(names):
+                raise TemplateError(f"row {row!r} does not fit VALUES {match.group(1)}")
+            rendered = " ".join(render_term(cell) for cell in cells)
+            lines.append(rendered if len(names) == 1 and match.group(1).startswith("?") else f"({rendered})")
+        return f"VALUES {match.group(1)} {{\n  " + "\n  ".join(lines) + "\n}"
+
+    out = _EMPTY_VALUES.sub(fill, text)
+    missing = set(wanted) - seen
+    if missing:
+        raise TemplateError(f"no empty VALUES block for {sorted(missing)}")
+    return out
+
+
+@lru_cache(maxsize=None)
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def template_path(name: str, directory: Path = SPARQL_DIR) -> Path:
+    """``name`` without extension; ``.rq`` (query) is tried before ``.ru`` (update)."""
+    if not re.fullmatch(r"[a-z0-9_]+", name):
+        raise TemplateError(f"bad template name {name!r}")
+    for suffix in (".rq", ".ru"):
+        path = directory / (name + suffix)
+        if path.exists():
+            return path
+    raise TemplateError(f"no template sparql/{name}.rq or .ru")
+
+
+def load_template(name: str, directory: Path = SPARQL_DIR) -> str:
+    return _read(template_path(name, directory))
+
+
+def template_names(directory: Path = SPARQL_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.r[qu]"))

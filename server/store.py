@@ -1,0 +1,122 @@
+"""The store: one pyoxigraph Store, its named-graph layout, templates and writers' lock."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from pyoxigraph import (DefaultGraph, NamedNode, Quad, QueryBoolean, QuerySolutions, QueryTriples,
+                        RdfFormat, Store, Variable)
+
+from server import vocab
+from server.sparql_templates import Term, ValuesKey, load_template, render_values
+
+QueryResult = QuerySolutions | QueryBoolean | QueryTriples
+LoadListener = Callable[[str], None]
+
+
+class GraphStore:
+    """An on-disk (``path``) or in-memory (``path=None``) store with Glassgraph's graph layout.
+
+    Reads run concurrently; every write goes through :meth:`writing` so that read-modify-write
+    sequences from several threads do not lose data (DESIGN.md section 5).
+    """
+
+    def __init__(self, path: str | Path | None = None, explain_collection: str = vocab.EXPLAIN_COLLECTION) -> None:
+        self.path = None if path in (None, ":memory:") else Path(path)
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+        self.raw = Store(str(self.path)) if self.path is not None else Store()
+        self.explain_collection = explain_collection
+        self.explain_graph = vocab.explain_graph(explain_collection)
+        self._write_lock = threading.RLock()
+        self._load_listeners: list[LoadListener] = []
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def query(self, name: str, bindings: dict[str, Term] | None = None,
+              values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None,
+              **options: object) -> QueryResult:
+        """Run template ``sparql/{name}.rq`` with parameters bound (see sparql_templates)."""
+        text = load_template(name)
+        if values:
+            text = render_values(text, values)
+        substitutions = {Variable(k): v for k, v in (bindings or {}).items()}
+        return self.raw.query(text, substitutions=substitutions or None, **options)
+
+    def select(self, name: str, bindings: dict[str, Term] | None = None,
+               values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None) -> list[dict[str, Term]]:
+        """Run a SELECT template and return its rows as dicts (unbound variables left out)."""
+        solutions = self.query(name, bindings, values)
+        names = [v.value for v in solutions.variables]
+        return [{n: row[n] for n in names if row[n] is not None} for row in solutions]
+
+    def is_empty(self) -> bool:
+        return next(iter(self.raw.quads_for_pattern(None, None, None)), None) is None
+
+    def collections(self) -> list[dict[str, object]]:
+        """Every collection with the triple counts of its knowledge and source graphs."""
+        counts = {row["g"].value: int(row["n"].value) for row in self.select("graph_counts")}
+        result = []
+        for graph, count in sorted(counts.items()):
+            name = vocab.collection_of_graph(NamedNode(graph))
+            if name is None:
+                continue
+            result.append({"collection": name, "graph": graph, "triples": count,
+                           "source_triples": counts.get(vocab.source_graph(name).value, 0)})
+        return result
+
+    def has_collection(self, collection: str) -> bool:
+        return self.raw.contains_named_graph(vocab.collection_graph(collection))
+
+    # --- writing ------------------------------------------------------------------------------
+
+    @contextmanager
+    def writing(self) -> Iterator[Store]:
+        """Hold the writers' lock; yields the raw store."""
+        with self._write_lock:
+            yield self.raw
+
+    def update(self, name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None) -> None:
+        """Run update template ``sparql/{name}.ru`` atomically, parameters in its VALUES blocks."""
+        text = load_template(name)
+        if values:
+            text = render_values(text, values)
+        with self.writing() as store:
+            store.update(text)
+
+    def extend(self, quads: Iterable[Quad]) -> None:
+        """Add quads in one transaction: all or nothing."""
+        with self.writing() as store:
+            store.extend(quads)
+
+    def add_load_listener(self, listener: LoadListener) -> None:
+        """``listener(collection)`` runs after data is loaded into a collection."""
+        self._load_listeners.append(listener)
+
+    def notify_loaded(self, collection: str) -> None:
+        for listener in list(self._load_listeners):
+            listener(collection)
+
+    # --- whole-store operations -----------------------------------------------------------------
+
+    def dump(self, output: str | Path | None, fmt: RdfFormat = RdfFormat.TRIG,
+             graph: NamedNode | None = None) -> bytes | None:
+        """Serialize the store, or one graph, to ``output`` (a path) or return bytes."""
+        from_graph = graph if graph is not None else (None if fmt.supports_datasets else DefaultGraph())
+        target = str(output) if output is not None else None
+        return self.raw.dump(target, format=fmt, from_graph=from_graph, prefixes=vocab.PREFIXES
+                             if fmt in (RdfFormat.TURTLE, RdfFormat.TRIG) else None)
+
+    def backup(self, target: str | Path) -> None:
+        """A consistent copy of the on-disk store in ``target`` (which must not exist yet)."""
+        if self.path is None:
+            raise ValueError("an in-memory store cannot be backed up; dump it instead")
+        self.raw.flush()
+        self.raw.backup(str(target))
+
+    def flush(self) -> None:
+        if self.path is not None:
+            self.raw.flush()

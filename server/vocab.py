@@ -1,0 +1,219 @@
+"""Vocabulary: namespaces, the IRIs of DESIGN.md section 3, and builders for provenance triples.
+
+Every IRI that Glassgraph mints is made here, so traces stay interchangeable with TrustGraph's.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable
+
+from pyoxigraph import Literal, NamedNode, Quad, Triple
+
+Term = NamedNode | Literal | Triple
+
+
+class Namespace:
+    """``NS.name`` or ``NS["name"]`` gives the NamedNode ``base + name``."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def __getattr__(self, name: str) -> NamedNode:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return NamedNode(self.base + name)
+
+    def __getitem__(self, name: str) -> NamedNode:
+        return NamedNode(self.base + name)
+
+    def __str__(self) -> str:
+        return self.base
+
+
+TG = Namespace("https://trustgraph.ai/ns/")
+PROV = Namespace("http://www.w3.org/ns/prov#")
+RDF = Namespace("http://www.w3.org/1999/02/22-rdf-syntax-ns#")
+RDFS = Namespace("http://www.w3.org/2000/01/rdf-schema#")
+XSD = Namespace("http://www.w3.org/2001/XMLSchema#")
+DC = Namespace("http://purl.org/dc/elements/1.1/")
+SKOS = Namespace("http://www.w3.org/2004/02/skos/core#")
+ENTITY = Namespace("https://trustgraph.ai/e/")  # extracted entities
+RELATION = Namespace("https://trustgraph.ai/r/")  # extracted relations
+
+PREFIXES: dict[str, str] = {
+    "tg": TG.base,
+    "prov": PROV.base,
+    "rdf": RDF.base,
+    "rdfs": RDFS.base,
+    "xsd": XSD.base,
+    "dc": DC.base,
+    "skos": SKOS.base,
+    "e": ENTITY.base,
+    "r": RELATION.base,
+}
+
+URN = "urn:trustgraph:"
+EXPLAIN_COLLECTION = "explainability"
+LIBRARIAN_GRAPH = NamedNode(URN + "graph:librarian")
+
+
+# --- named graphs -------------------------------------------------------------------------------
+
+def collection_graph(collection: str) -> NamedNode:
+    """The graph holding a collection's extracted knowledge."""
+    return NamedNode(f"{URN}graph:{collection}")
+
+
+def source_graph(collection: str) -> NamedNode:
+    """The graph holding a collection's extraction provenance."""
+    return NamedNode(f"{URN}graph:{collection}:source")
+
+
+def explain_graph(explain_collection: str = EXPLAIN_COLLECTION) -> NamedNode:
+    """The graph holding query-time explainability."""
+    return NamedNode(f"{URN}graph:{explain_collection}")
+
+
+def collection_of_graph(graph: NamedNode) -> str | None:
+    """The collection name of a knowledge graph IRI, or None for any other graph."""
+    value = graph.value
+    if not value.startswith(URN + "graph:") or value.endswith(":source"):
+        return None
+    name = value[len(URN + "graph:"):]
+    if graph == LIBRARIAN_GRAPH or name == EXPLAIN_COLLECTION:
+        return None
+    return name
+
+
+# --- extraction-provenance IRIs ---------------------------------------------------------------
+
+def document_iri(doc_id: str) -> NamedNode:
+    return NamedNode(f"{URN}doc:{doc_id}")
+
+
+def page_iri(doc_id: str, page: int) -> NamedNode:
+    return NamedNode(f"{URN}doc:{doc_id}/p{page}")
+
+
+def chunk_iri(doc_id: str, page: int, chunk: int) -> NamedNode:
+    return NamedNode(f"{URN}doc:{doc_id}/p{page}/c{chunk}")
+
+
+def subgraph_iri(doc_id: str, page: int, chunk: int) -> NamedNode:
+    return NamedNode(f"{URN}subgraph:{doc_id}/p{page}/c{chunk}")
+
+
+# --- query-time explainability IRIs (the seed specification) ------------------------------------
+
+def session_iri(session_id: str) -> NamedNode:
+    return NamedNode(f"{URN}session:{session_id}")
+
+
+def retrieval_iri(session_id: str) -> NamedNode:
+    return NamedNode(f"{URN}prov:retrieval:{session_id}")
+
+
+def selection_iri(session_id: str) -> NamedNode:
+    return NamedNode(f"{URN}prov:selection:{session_id}")
+
+
+def edge_selection_iri(session_id: str, index: int) -> NamedNode:
+    return NamedNode(f"{URN}prov:edge:{session_id}:{index}")
+
+
+def answer_iri(session_id: str) -> NamedNode:
+    return NamedNode(f"{URN}prov:answer:{session_id}")
+
+
+def answer_document_iri(session_id: str) -> NamedNode:
+    return NamedNode(f"{URN}answer:{session_id}")
+
+
+def session_id_of(iri: str) -> str | None:
+    """The uuid of any explainability IRI (session, retrieval, selection, edge, answer)."""
+    for prefix in ("session:", "prov:retrieval:", "prov:selection:", "prov:answer:", "answer:"):
+        if iri.startswith(URN + prefix):
+            return iri[len(URN + prefix):]
+    if iri.startswith(URN + "prov:edge:"):
+        return iri[len(URN + "prov:edge:"):].rsplit(":", 1)[0]
+    return None
+
+
+# --- builders --------------------------------------------------------------------------------
+
+def _quads(graph: NamedNode, subject: NamedNode, pairs: Iterable[tuple[NamedNode, Term]]) -> list[Quad]:
+    return [Quad(subject, p, o, graph) for p, o in pairs]
+
+
+def now_literal() -> Literal:
+    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return Literal(stamp, datatype=XSD.dateTime)
+
+
+def document_quads(graph: NamedNode, doc: NamedNode, title: str, source: str | None = None) -> list[Quad]:
+    pairs = [(RDF.type, PROV.Entity), (RDF.type, TG.Document), (DC.title, Literal(title)),
+             (RDFS.label, Literal(title))]
+    if source:
+        pairs.append((DC.source, Literal(source)))
+    return _quads(graph, doc, pairs)
+
+
+def page_quads(graph: NamedNode, page: NamedNode, label: str, doc: NamedNode) -> list[Quad]:
+    return _quads(graph, page, [(RDF.type, PROV.Entity), (RDF.type, TG.Page),
+                                (RDFS.label, Literal(label)), (PROV.wasDerivedFrom, doc)])
+
+
+def chunk_quads(graph: NamedNode, chunk: NamedNode, label: str, page: NamedNode) -> list[Quad]:
+    return _quads(graph, chunk, [(RDF.type, PROV.Entity), (RDF.type, TG.Chunk),
+                                 (RDFS.label, Literal(label)), (PROV.wasDerivedFrom, page)])
+
+
+def subgraph_quads(graph: NamedNode, subgraph: NamedNode, chunk: NamedNode,
+                   facts: Iterable[Triple]) -> list[Quad]:
+    pairs: list[tuple[NamedNode, Term]] = [(RDF.type, PROV.Entity), (RDF.type, TG.Subgraph),
+                                           (PROV.wasDerivedFrom, chunk)]
+    pairs.extend((TG.contains, fact) for fact in facts)
+    return _quads(graph, subgraph, pairs)
+
+
+def content_quads(item: NamedNode, text: str, title: str | None = None,
+                  mime_type: str = "text/plain") -> list[Quad]:
+    """Librarian-graph content of a document, page, chunk or answer."""
+    pairs: list[tuple[NamedNode, Term]] = [(TG.content, Literal(text)), (TG.mimeType, Literal(mime_type))]
+    if title:
+        pairs.append((DC.title, Literal(title)))
+    return _quads(LIBRARIAN_GRAPH, item, pairs)
+
+
+def session_quads(graph: NamedNode, session_id: str, question: str,
+                  started: Literal | None = None) -> list[Quad]:
+    return _quads(graph, session_iri(session_id), [
+        (RDF.type, PROV.Activity), (RDFS.label, Literal("GraphRAG query session")),
+        (PROV.startedAtTime, started or now_literal()), (TG.query, Literal(question))])
+
+
+def retrieval_quads(graph: NamedNode, session_id: str, edge_count: int) -> list[Quad]:
+    return _quads(graph, retrieval_iri(session_id), [
+        (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved edges")),
+        (PROV.wasGeneratedBy, session_iri(session_id)),
+        (TG.edgeCount, Literal(str(edge_count), datatype=XSD.integer))])
+
+
+def selection_quads(graph: NamedNode, session_id: str,
+                    edges: Iterable[tuple[Triple, str]]) -> list[Quad]:
+    """The selection entity plus one edge-selection node per (edge, reasoning)."""
+    selection = selection_iri(session_id)
+    quads = _quads(graph, selection, [(RDF.type, PROV.Entity), (RDFS.label, Literal("Selected edges")),
+                                      (PROV.wasDerivedFrom, retrieval_iri(session_id))])
+    for index, (edge, reasoning) in enumerate(edges):
+        node = edge_selection_iri(session_id, index)
+        quads.append(Quad(selection, TG.selectedEdge, node, graph))
+        quads.extend(_quads(graph, node, [(TG.edge, edge), (TG.reasoning, Literal(reasoning))]))
+    return quads
+
+
+def answer_quads(graph: NamedNode, session_id: str) -> list[Quad]:
+    return _quads(graph, answer_iri(session_id), [
+        (RDF.type, PROV.Entity), (RDFS.label, Literal("GraphRAG answer")),
+        (PROV.wasDerivedFrom, selection_iri(session_id)),
+        (TG.document, answer_document_iri(session_id))])
