@@ -1,0 +1,4 @@
+"""Placeholder blueprint: filled in by its issue."""
+from flask import Blueprint
+
+blueprint = Blueprint("api", __name__)
