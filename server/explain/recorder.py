@@ -1,0 +1,63 @@
+"""Writes one GraphRAG session's explainability entities (DESIGN.md section 3), each atomically.
+
+Besides the seed specification's triples, the session carries ``tg:model`` (the LLM that
+produced the trace, a literal such as "offline" or "gpt-4o-mini") and ``tg:collection`` (the
+collection queried, a literal). A stage that fails adds ``tg:errorType`` and ``tg:error``
+literals to the session, so a failed session still says what happened.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from pyoxigraph import Literal, Quad, Triple
+
+from server import vocab
+from server.store import GraphStore
+from server.vocab import TG
+
+
+class ExplainRecorder:
+    """Records the entities of one session in ``store.explain_graph``; each method is one transaction."""
+
+    def __init__(self, store: GraphStore, collection: str, model: str, session_id: str | None = None) -> None:
+        self.store = store
+        self.graph = store.explain_graph
+        self.collection = collection
+        self.model = model
+        self.session_id = session_id or str(uuid.uuid4())
+        self.started = False  # the session entity is written
+
+    def session(self, question: str) -> str:
+        """The session entity (question, start time, model, collection); returns its IRI."""
+        iri = vocab.session_iri(self.session_id)
+        quads = vocab.session_quads(self.graph, self.session_id, question)
+        quads += [Quad(iri, TG.model, Literal(self.model), self.graph),
+                  Quad(iri, TG.collection, Literal(self.collection), self.graph)]
+        self.store.extend(quads)
+        self.started = True
+        return iri.value
+
+    def retrieval(self, edge_count: int) -> str:
+        self.store.extend(vocab.retrieval_quads(self.graph, self.session_id, edge_count))
+        return vocab.retrieval_iri(self.session_id).value
+
+    def selection(self, edges: Iterable[tuple[Triple, str]]) -> str:
+        """The selection and its edge-selection nodes (original terms, reasoning) in one transaction."""
+        self.store.extend(vocab.selection_quads(self.graph, self.session_id, edges))
+        return vocab.selection_iri(self.session_id).value
+
+    def answer(self, text: str) -> str:
+        """The answer entity and its text (librarian graph) in one transaction."""
+        quads = vocab.answer_quads(self.graph, self.session_id)
+        quads += vocab.content_quads(vocab.answer_document_iri(self.session_id), text)
+        self.store.extend(quads)
+        return vocab.answer_iri(self.session_id).value
+
+    def error(self, error_type: str, message: str) -> None:
+        """Mark the session as failed (nothing is written if the session itself was not)."""
+        if not self.started:
+            return
+        iri = vocab.session_iri(self.session_id)
+        self.store.extend([Quad(iri, TG.errorType, Literal(error_type), self.graph),
+                           Quad(iri, TG.error, Literal(message), self.graph)])

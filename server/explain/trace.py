@@ -1,0 +1,124 @@
+"""Reading traces back: one session as data, and the list of sessions."""
+from __future__ import annotations
+
+from itertools import islice
+
+from pyoxigraph import Literal, NamedNode, Triple
+
+from server import vocab
+from server.explain.provenance import source_chains_many
+from server.sparql_templates import render_term
+from server.store import GraphStore
+
+
+def read_trace(store: GraphStore, session_iri: str) -> dict | None:
+    """The full trace of a session, or None if there is none.
+
+    Any explainability IRI of the session (retrieval, selection, edge, answer) finds it too.
+    """
+    session = _session_node(session_iri)
+    if session is None:
+        return None
+    graph = store.explain_graph
+    rows = store.select("explain_session", bindings={"session": session, "eg": graph})
+    if not rows:
+        return None
+    head = rows[0]
+    collection = _value(head.get("collection"))
+    error = None
+    if "error" in head or "errorType" in head:
+        error = {"type": _value(head.get("errorType")) or "error", "message": _value(head.get("error")) or ""}
+    edges = _edges(store, head["selection"], collection) if "selection" in head else []
+    return {
+        "session": session.value,
+        "question": head["question"].value,
+        "time": _value(head.get("time")),
+        "model": _value(head.get("model")),
+        "collection": collection,
+        "edge_count": int(head["edgeCount"].value) if "edgeCount" in head else None,
+        "retrieval": _value(head.get("retrieval")),
+        "selection": _value(head.get("selection")),
+        "answer": _value(head.get("answer")),
+        "answer_text": _value(head.get("answerText")),
+        "status": _status(head),
+        "error": error,
+        "edges": edges,
+    }
+
+
+def list_sessions(store: GraphStore, limit: int = 20, offset: int = 0) -> list[dict]:
+    """Sessions newest first: ``{"session", "question", "time", "model", "collection", "status"}``."""
+    solutions = store.query("explain_sessions", bindings={"eg": store.explain_graph})
+    names = [v.value for v in solutions.variables]
+    page = islice(solutions, max(offset, 0), max(offset, 0) + max(limit, 0))
+    result = []
+    for solution in page:
+        row = {n: solution[n] for n in names if solution[n] is not None}
+        result.append({"session": row["session"].value, "question": row["question"].value,
+                       "time": _value(row.get("time")), "model": _value(row.get("model")),
+                       "collection": _value(row.get("collection")), "status": _status(row)})
+    return result
+
+
+def _session_node(iri: str) -> NamedNode | None:
+    session_id = vocab.session_id_of(iri)
+    if session_id is None:
+        return None
+    try:
+        return vocab.session_iri(session_id)
+    except ValueError:  # not a valid IRI
+        return None
+
+
+def _status(row: dict) -> str:
+    if "answer" in row:
+        return "answered"
+    return "failed" if "errorType" in row else "incomplete"
+
+
+def _value(term: NamedNode | Literal | None) -> str | None:
+    return None if term is None else term.value
+
+
+def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> list[dict]:
+    """The selected edges in selection order, with labels, reasoning and source chains."""
+    rows = store.select("explain_edges", bindings={"selection": selection, "eg": store.explain_graph})
+    rows.sort(key=lambda row: _index(row["node"].value))
+    triples: list[Triple] = [row["edge"] for row in rows]
+    labels = _labels(store, triples, collection)
+    sources = source_chains_many(store, triples, collection)
+    edges = []
+    for row, triple in zip(rows, triples, strict=True):
+        terms = (triple.subject, triple.predicate, triple.object)
+        edges.append({
+            "node": row["node"].value,
+            "s": terms[0].value, "p": terms[1].value, "o": _lexical(terms[2]),
+            "triple": render_term(triple),
+            "labels": [labels.get(term) or _lexical(term) for term in terms],
+            "reasoning": _value(row.get("reasoning")),
+            "sources": sources.get(triple, []),
+        })
+    return edges
+
+
+def _index(node_iri: str) -> tuple[int, str]:
+    tail = node_iri.rsplit(":", 1)[-1]
+    return (int(tail), node_iri) if tail.isdigit() else (1 << 62, node_iri)
+
+
+def _lexical(term: object) -> str:
+    """An IRI or a literal's lexical form; a nested triple term in N-Triples."""
+    return render_term(term) if isinstance(term, Triple) else term.value
+
+
+def _labels(store: GraphStore, triples: list[Triple], collection: str | None) -> dict[NamedNode, str]:
+    """rdfs:labels of every IRI of the edges, in one query."""
+    iris = list(dict.fromkeys(t for triple in triples for t in (triple.subject, triple.predicate, triple.object)
+                              if isinstance(t, NamedNode)))
+    if not iris:
+        return {}
+    bindings = {"g": vocab.collection_graph(collection)} if collection else None
+    labels: dict[NamedNode, str] = {}
+    for row in store.select("explain_labels", bindings=bindings, values={"term": iris}):
+        labels.setdefault(row["term"], row["label"].value)
+    return labels

@@ -1,0 +1,21 @@
+"""The message schema of the GraphRAG stream (DESIGN.md section 4)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class GraphRagResponse:
+    """One message of the stream: a ``chunk`` of the answer (or the final/error message) or an ``explain`` event."""
+
+    message_type: str  # "chunk" | "explain"
+    response: str = ""
+    error: dict | None = None  # {"type": ..., "message": ...}
+    end_of_stream: bool = False
+    end_of_session: bool = False
+    explain_id: str | None = None
+    explain_collection: str | None = None
+
+    def to_dict(self) -> dict:
+        """Every field, JSON-ready."""
+        return asdict(self)
