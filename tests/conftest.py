@@ -25,3 +25,44 @@ def sample_store(tmp_path_factory: pytest.TempPathFactory) -> GraphStore:
     store = GraphStore(tmp_path_factory.mktemp("sample") / "store")
     load_file(store, SAMPLE_DATA, "default", progress=False)
     return store
+
+
+@pytest.fixture
+def france_store(store: GraphStore) -> GraphStore:
+    """A small France graph with full extraction provenance, built with the vocab builders.
+
+    ``e:france r:capital e:paris`` is contained (triple term) in the subgraph of Chunk 2 of Page 4
+    ("Government") of the document "France"; ``e:france r:currency e:euro`` is contained in Chunk 1 of
+    Page 5 ("Economy") in the RDF-star reifier form; ``e:france r:motto "Liberté, égalité, fraternité"@fr``.
+    """
+    from pyoxigraph import BlankNode, Literal, Quad, Triple
+
+    from server import vocab
+    from server.vocab import ENTITY, RDF, RDFS, RELATION, TG
+
+    kg, src = vocab.collection_graph("default"), vocab.source_graph("default")
+    capital = Triple(ENTITY.france, RELATION.capital, ENTITY.paris)
+    currency = Triple(ENTITY.france, RELATION.currency, ENTITY.euro)
+    motto = Triple(ENTITY.france, RELATION.motto, Literal("Liberté, égalité, fraternité", language="fr"))
+    labels = {ENTITY.france: "France", ENTITY.paris: "Paris", ENTITY.euro: "Euro", RELATION.capital: "capital",
+              RELATION.currency: "currency", RELATION.motto: "motto"}
+    quads = [Quad(t.subject, t.predicate, t.object, kg) for t in (capital, currency, motto)]
+    quads += [Quad(iri, RDFS.label, Literal(label), kg) for iri, label in labels.items()]
+    doc = vocab.document_iri("fr")
+    quads += vocab.document_quads(src, doc, "France")
+    quads += vocab.content_quads(doc, "France is a country in Western Europe.", title="France")
+    for page, title, chunk, text in ((4, "Government", 2, "The capital of France is Paris."),
+                                     (5, "Economy", 1, "France uses the euro.")):
+        page_node, chunk_node = vocab.page_iri("fr", page), vocab.chunk_iri("fr", page, chunk)
+        quads += vocab.page_quads(src, page_node, f"Page {page}", doc)
+        quads += vocab.content_quads(page_node, text, title=title)
+        quads += vocab.chunk_quads(src, chunk_node, f"Chunk {chunk}", page_node)
+        quads += vocab.content_quads(chunk_node, text, title=title)
+    quads += vocab.subgraph_quads(src, vocab.subgraph_iri("fr", 4, 2), vocab.chunk_iri("fr", 4, 2), [capital, motto])
+    reified = vocab.subgraph_iri("fr", 5, 1)
+    quads += vocab.subgraph_quads(src, reified, vocab.chunk_iri("fr", 5, 1), [])
+    reifier = BlankNode()
+    quads += [Quad(reified, TG.contains, reifier, src), Quad(reifier, RDF.reifies, currency, src)]
+    store.extend(quads)
+    store.notify_loaded("default")
+    return store
