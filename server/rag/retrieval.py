@@ -1,0 +1,212 @@
+"""GraphRAG retrieval: seed entities from the label index, a bounded traversal, labelled edges.
+
+Per question the store runs one SPARQL query per hop (``sparql/rag_hop.rq``, the whole frontier in
+one VALUES block inside the collection's GRAPH block) and at most one label query
+(``sparql/rag_labels.rq``) for the labels not cached yet: the number of executions does not grow
+with the number of seeds. Seeds come from :class:`~server.rag.label_index.LabelIndex` (sqlite, no
+graph scan).
+
+Limits (TrustGraph's names and defaults):
+
+* ``entity_limit``: at most this many seeds, and at most this many entities expanded per hop;
+* ``triple_limit``: at most this many edges per entity *per direction* in each hop (as TrustGraph
+  counts it), up to 100 (the template's cap);
+* ``max_subgraph_size``: at most this many distinct edges in all; entities are expanded in seed
+  (lookup-rank) order, so the best-matching seeds are served first;
+* ``max_path_length``: hops from the seeds, outgoing and incoming edges alike.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pyoxigraph import Literal, NamedNode, Triple
+
+from server import vocab
+from server.rag.label_index import LabelIndex
+from server.sparql_templates import Term
+from server.store import GraphStore
+
+MAX_TRIPLE_LIMIT = 100  # the per-entity, per-direction cap written in sparql/rag_hop.rq
+LABEL_CACHE_SIZE = 100_000
+LABEL_BATCH = 1000  # terms per label query
+
+
+def edge_id(label_s: str, label_p: str, label_o: str) -> str:
+    """The first 8 hex digits of sha256 over ``"s|p|o"`` (TrustGraph's edge id)."""
+    return hashlib.sha256(f"{label_s}|{label_p}|{label_o}".encode()).hexdigest()[:8]
+
+
+@dataclass
+class RetrievalLimits:
+    entity_limit: int = 50
+    triple_limit: int = 30
+    max_subgraph_size: int = 150
+    max_path_length: int = 2
+
+
+@dataclass
+class LabelGraph:
+    labeled_edges: list[tuple[str, str, str]]  # for the LLM
+    edge_ids: list[str]  # parallel to labeled_edges, unique
+    uri_map: dict[str, tuple[Term, Term, Term]]  # edge id -> original terms (literals keep datatype/lang)
+    seeds: list[NamedNode]
+    sparql_executions: int
+
+
+def local_name(iri: str) -> str:
+    """The last segment of an IRI (after ``#``, ``/`` or ``:``), for terms without a label."""
+    for separator in ("#", "/", ":"):
+        head, sep, tail = iri.rstrip(separator).rpartition(separator)
+        if sep and tail:
+            return tail
+    return iri
+
+
+def _preference(label: Literal) -> tuple[bool, str]:
+    language = label.language or ""
+    return (not (language == "" or language.startswith("en")), label.value)
+
+
+class _LabelCache:
+    """A bounded LRU of term labels per collection; a load into a collection retires its entries."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[tuple[str | None, int, Term], str] = OrderedDict()
+        self._generation: dict[str | None, int] = {}
+        self._lock = threading.Lock()
+
+    def key(self, collection: str | None, term: Term) -> tuple[str | None, int, Term]:
+        return (collection, self._generation.get(collection, 0), term)
+
+    def get(self, collection: str | None, terms: Iterable[Term]) -> tuple[dict[Term, str], list[Term]]:
+        found: dict[Term, str] = {}
+        missing: list[Term] = []
+        with self._lock:
+            for term in terms:
+                key = self.key(collection, term)
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    found[term] = self._entries[key]
+                else:
+                    missing.append(term)
+        return found, missing
+
+    def put(self, collection: str | None, labels: dict[Term, str]) -> None:
+        with self._lock:
+            for term, label in labels.items():
+                self._entries[self.key(collection, term)] = label
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def invalidate(self, collection: str) -> None:
+        """Entries of ``collection`` (and of lookups outside any collection) are no longer served."""
+        with self._lock:
+            for name in (collection, None):
+                self._generation[name] = self._generation.get(name, 0) + 1
+
+
+class Retriever:
+    """Finds the labelled subgraph around the entities a question names."""
+
+    def __init__(self, store: GraphStore) -> None:
+        self.store = store
+        self.index = LabelIndex(store)
+        self._cache = _LabelCache(LABEL_CACHE_SIZE)
+        store.add_load_listener(self._cache.invalidate)
+
+    def labels(self, terms: Iterable[Term], collection: str | None = None) -> dict[Term, str]:
+        """A display label per term: its ``rdfs:label`` (in ``collection``'s graph, or any graph when
+        None), a literal's lexical form, else the IRI's local name. Batched and cached."""
+        return self._labels(list(dict.fromkeys(terms)), collection)[0]
+
+    def _labels(self, terms: list[Term], collection: str | None) -> tuple[dict[Term, str], int]:
+        result, missing = self._cache.get(collection, terms)
+        fresh: dict[Term, str] = {}
+        named = [t for t in missing if isinstance(t, NamedNode)]
+        for term in missing:
+            if isinstance(term, Literal):
+                fresh[term] = term.value
+            elif isinstance(term, Triple):
+                fresh[term] = str(term)
+            elif not isinstance(term, NamedNode):
+                fresh[term] = str(term)
+        executions = 0
+        for start in range(0, len(named), LABEL_BATCH):
+            batch = named[start:start + LABEL_BATCH]
+            if collection is None:
+                rows = self.store.select("rag_labels_any", values={"t": batch})
+            else:
+                rows = self.store.select("rag_labels", bindings={"g": vocab.collection_graph(collection)},
+                                         values={"t": batch})
+            executions += 1
+            best: dict[Term, Literal] = {}
+            for row in rows:
+                label = row["label"]
+                if isinstance(label, Literal) and (row["t"] not in best or
+                                                   _preference(label) < _preference(best[row["t"]])):
+                    best[row["t"]] = label
+            for term in batch:
+                fresh[term] = best[term].value if term in best else local_name(term.value)
+        self._cache.put(collection, fresh)
+        result.update(fresh)
+        return result, executions
+
+    def _traverse(self, seeds: list[NamedNode], collection: str,
+                  limits: RetrievalLimits) -> tuple[list[tuple[Term, Term, Term]], int]:
+        graph = vocab.collection_graph(collection)
+        per_direction = min(limits.triple_limit, MAX_TRIPLE_LIMIT)
+        edges: dict[tuple[Term, Term, Term], None] = {}
+        visited = set(seeds)
+        frontier = list(seeds)
+        executions = 0
+        for _hop in range(limits.max_path_length):
+            if not frontier or len(edges) >= limits.max_subgraph_size or per_direction <= 0:
+                break
+            solutions = self.store.query("rag_hop", bindings={"g": graph}, values={"e": frontier})
+            executions += 1
+            taken: Counter[tuple[Term, bool]] = Counter()
+            reached: list[NamedNode] = []
+            for row in solutions:
+                entity, s, p, o = row["e"], row["s"], row["p"], row["o"]
+                direction = (entity, s == entity)
+                if taken[direction] >= per_direction:
+                    continue
+                taken[direction] += 1
+                if (s, p, o) in edges:
+                    continue
+                edges[(s, p, o)] = None
+                for node in (s, o):
+                    if isinstance(node, NamedNode) and node not in visited:
+                        visited.add(node)
+                        reached.append(node)
+                if len(edges) >= limits.max_subgraph_size:
+                    break
+            frontier = reached[:limits.entity_limit]
+        return list(edges), executions
+
+    def get_labelgraph(self, question: str, collection: str, limits: RetrievalLimits | None = None) -> LabelGraph:
+        """Seeds for ``question`` in ``collection``, the bounded subgraph around them, labelled."""
+        limits = limits or RetrievalLimits()
+        seeds = self.index.lookup(question, collection, limits.entity_limit)
+        edges, executions = self._traverse(seeds, collection, limits)
+        labels, label_executions = self._labels(list(dict.fromkeys(t for edge in edges for t in edge)), collection)
+        labeled: list[tuple[str, str, str]] = []
+        ids: list[str] = []
+        uri_map: dict[str, tuple[Term, Term, Term]] = {}
+        for edge in edges:
+            names = (labels[edge[0]], labels[edge[1]], labels[edge[2]])
+            base = candidate = edge_id(*names)
+            suffix = 1
+            while candidate in uri_map:  # same labels, different terms: both edges survive
+                suffix += 1
+                candidate = f"{base}-{suffix}"
+            uri_map[candidate] = edge
+            labeled.append(names)
+            ids.append(candidate)
+        return LabelGraph(labeled_edges=labeled, edge_ids=ids, uri_map=uri_map, seeds=seeds,
+                          sparql_executions=executions + label_executions)

@@ -1,0 +1,222 @@
+"""Retrieval on real on-disk stores: label index lookup, bounded traversal, labels, edge ids."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from pyoxigraph import Literal, NamedNode, Quad
+
+from server import vocab
+from server.config import SAMPLE_DATA
+from server.ingest.load import load_file
+from server.rag.label_index import normalize
+from server.rag.retrieval import LabelGraph, RetrievalLimits, Retriever, edge_id
+from server.store import GraphStore
+from server.vocab import ENTITY as E
+from server.vocab import RDFS, XSD
+from server.vocab import RELATION as R
+
+OTHER_CAPITAL = NamedNode("https://example.org/ns/capital")  # a second relation labelled "capital"
+COUNTRIES = ["France", "Germany", "Spain", "Italy", "Portugal"]
+
+
+class CountingStore(GraphStore):
+    """The real store, counting the SPARQL executions that go through it."""
+
+    executions = 0
+
+    def query(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.executions += 1
+        return super().query(*args, **kwargs)
+
+
+def _label(graph: NamedNode, term: NamedNode, text: str) -> Quad:
+    return Quad(term, RDFS.label, Literal(text), graph)
+
+
+def factbook_quads(collection: str = "default") -> list[Quad]:
+    """A small factbook-like collection, plus a fact in another collection and its source graph."""
+    g = vocab.collection_graph(collection)
+    quads = [_label(g, R.capital, "capital"), _label(g, OTHER_CAPITAL, "capital"),
+             _label(g, R.continent, "continent"), _label(g, R.population, "population"),
+             _label(g, R.motto, "motto"), _label(g, E.europe, "Europe"), _label(g, E.gert_frobe, "Gert Fröbe"),
+             Quad(E.gert_frobe, R.born_in, E.germany, g)]
+    for name in COUNTRIES:
+        country = E[name.lower()]
+        quads += [_label(g, country, name), Quad(country, R.continent, E.europe, g)]
+    quads += [_label(g, E.paris, "Paris"), _label(g, E.berlin, "Berlin"),
+              Quad(E.france, R.capital, E.paris, g), Quad(E.germany, R.capital, E.berlin, g),
+              Quad(E.france, OTHER_CAPITAL, E.paris, g),  # same labels as the edge above, other IRI
+              Quad(E.france, R.population, Literal("67000000", datatype=XSD.integer), g),
+              Quad(E.france, R.motto, Literal("Liberté, égalité, fraternité", language="fr"), g),
+              Quad(E.paris, R.landmark, E.eiffel_tower, g)]  # neither has a label
+    # Not the collection's graph: never traversed, never labelled from.
+    other = vocab.collection_graph("elsewhere")
+    quads += [Quad(E.france, R.capital, E.lyon, other), _label(other, E.lyon, "Lyon"),
+              Quad(E.france, R.capital, E.marseille, vocab.source_graph(collection))]
+    return quads
+
+
+@pytest.fixture
+def factbook(tmp_path: Path) -> CountingStore:
+    store = CountingStore(tmp_path / "store")
+    store.extend(factbook_quads())
+    return store
+
+
+def _edges(graph: LabelGraph) -> set[tuple]:
+    return set(graph.uri_map.values())
+
+
+def test_edge_id_is_trustgraphs() -> None:
+    assert edge_id("a", "b", "c") == hashlib.sha256(b"a|b|c").hexdigest()[:8]
+    assert edge_id("France", "capital", "Paris") != edge_id("France", "capital", "Lyon")
+
+
+def test_normalize_strips_case_accents_and_punctuation() -> None:
+    assert normalize("  Gert  FRÖBE!? ") == "gert frobe"
+    assert normalize("Liberté, égalité") == "liberte egalite"
+
+
+def test_capital_of_france_finds_seed_and_paris_edge(factbook: CountingStore) -> None:
+    graph = Retriever(factbook).get_labelgraph("What is the capital of France?", "default", RetrievalLimits())
+    assert graph.seeds[0] == E.france
+    assert (E.france, R.capital, E.paris) in _edges(graph)
+    assert ("France", "capital", "Paris") in graph.labeled_edges
+    assert len(graph.edge_ids) == len(set(graph.edge_ids)) == len(graph.labeled_edges)
+    for edge_id_, labels in zip(graph.edge_ids, graph.labeled_edges):
+        assert edge_id_.split("-")[0] == edge_id(*labels)
+
+
+def test_identical_labels_different_iris_both_survive(factbook: CountingStore) -> None:
+    graph = Retriever(factbook).get_labelgraph("capital of France", "default")
+    ids = [i for i, labels in zip(graph.edge_ids, graph.labeled_edges) if labels == ("France", "capital", "Paris")]
+    base = edge_id("France", "capital", "Paris")
+    assert sorted(ids) == [base, base + "-2"]
+    assert {graph.uri_map[i][1] for i in ids} == {R.capital, OTHER_CAPITAL}
+
+
+def test_literals_keep_datatype_and_language(factbook: CountingStore) -> None:
+    graph = Retriever(factbook).get_labelgraph("France", "default")
+    objects = {p: o for s, p, o in graph.uri_map.values() if s == E.france}
+    assert objects[R.population] == Literal("67000000", datatype=XSD.integer)
+    assert objects[R.motto] == Literal("Liberté, égalité, fraternité", language="fr")
+    assert ("France", "motto", "Liberté, égalité, fraternité") in graph.labeled_edges
+
+
+def test_both_directions_and_second_hop(factbook: CountingStore) -> None:
+    graph = Retriever(factbook).get_labelgraph("Tell me about Paris", "default")
+    assert graph.seeds == [E.paris]
+    edges = _edges(graph)
+    assert (E.france, R.capital, E.paris) in edges  # incoming
+    assert (E.paris, R.landmark, E.eiffel_tower) in edges  # outgoing
+    assert (E.france, R.continent, E.europe) in edges  # second hop, from France
+    one_hop = Retriever(factbook).get_labelgraph("Paris", "default", RetrievalLimits(max_path_length=1))
+    assert all(E.paris in (s, o) for s, _, o in one_hop.uri_map.values())
+
+
+def test_entities_without_label_show_local_name(factbook: CountingStore) -> None:
+    graph = Retriever(factbook).get_labelgraph("Paris", "default")
+    assert ("Paris", "landmark", "eiffel_tower") in graph.labeled_edges
+
+
+def test_accents_and_case_do_not_matter_for_lookup(factbook: CountingStore) -> None:
+    graph = Retriever(factbook).get_labelgraph("where was GERT FROBE born", "default")
+    assert graph.seeds[0] == E.gert_frobe
+
+
+def test_longest_ngram_first_then_ranked_tokens(tmp_path: Path) -> None:
+    store = GraphStore(tmp_path / "store")
+    g = vocab.collection_graph("c")
+    store.extend([_label(g, E.new, "New"), _label(g, E.york, "York"), _label(g, E.new_york, "New York"),
+                  _label(g, E.new_york_times, "The New York Times Company")])
+    seeds = Retriever(store).index.lookup("who lives in new york", "c", 10)
+    assert seeds[:3] == [E.new_york, E.new, E.york]
+    assert seeds[3] == E.new_york_times  # a token match, ranked after the exact ones
+    assert Retriever(store).index.lookup("who lives in new york", "c", 2) == [E.new_york, E.new]
+
+
+def test_limits_are_respected(factbook: CountingStore) -> None:
+    retriever = Retriever(factbook)
+    question = "France Germany Spain Italy Portugal Europe Paris Berlin"
+    assert len(retriever.get_labelgraph(question, "default", RetrievalLimits(entity_limit=3)).seeds) == 3
+    small = retriever.get_labelgraph(question, "default", RetrievalLimits(max_subgraph_size=4))
+    assert len(small.labeled_edges) == 4
+    hub = retriever.get_labelgraph("Europe", "default", RetrievalLimits(triple_limit=2, max_path_length=1))
+    assert len(hub.labeled_edges) == 2  # Europe has 5 incoming edges and none outgoing
+    assert all(o == E.europe for _, _, o in hub.uri_map.values())
+    per_entity = retriever.get_labelgraph("France", "default", RetrievalLimits(triple_limit=1, max_path_length=1))
+    assert len(per_entity.labeled_edges) == 1  # France has only outgoing edges
+    assert retriever.get_labelgraph("France", "default", RetrievalLimits(max_path_length=0)).labeled_edges == []
+
+
+def test_executions_do_not_grow_with_seeds(factbook: CountingStore) -> None:
+    counts = []
+    for question in ["France", "France Germany Spain Italy Portugal Paris Berlin Europe"]:
+        retriever = Retriever(factbook)
+        retriever.index.rebuild("default")  # the one-time index build is not part of a question
+        factbook.executions = 0
+        graph = retriever.get_labelgraph(question, "default")
+        assert graph.sparql_executions == factbook.executions
+        counts.append((len(graph.seeds), factbook.executions))
+    assert counts[0][0] == 1 and counts[1][0] == 8
+    assert counts[0][1] == counts[1][1] == 3  # two hops and one label batch
+
+
+def test_label_cache_is_shared_across_requests(factbook: CountingStore) -> None:
+    retriever = Retriever(factbook)
+    first = retriever.get_labelgraph("France", "default")
+    factbook.executions = 0
+    again = retriever.get_labelgraph("France", "default")
+    assert again.labeled_edges == first.labeled_edges
+    assert factbook.executions == again.sparql_executions == 2  # the hops only: every label was cached
+    assert retriever.labels([E.france, R.capital, Literal("x", language="en")]) == {
+        E.france: "France", R.capital: "capital", Literal("x", language="en"): "x"}
+
+
+def test_only_the_collection_graph_is_traversed(factbook: CountingStore) -> None:
+    graph = Retriever(factbook).get_labelgraph("capital of France", "default")
+    nodes = {t for edge in graph.uri_map.values() for t in edge}
+    assert E.lyon not in nodes and E.marseille not in nodes
+    assert all(label != "Lyon" for edge in graph.labeled_edges for label in edge)
+    assert Retriever(factbook).get_labelgraph("Lyon", "default").seeds == []
+
+
+def test_index_and_labels_follow_loads(factbook: CountingStore, tmp_path: Path) -> None:
+    retriever = Retriever(factbook)
+    assert retriever.get_labelgraph("Atlantis", "default").seeds == []
+    before = retriever.get_labelgraph("France", "default")
+    assert ("France", "capital", "Paris") in before.labeled_edges
+    data = tmp_path / "more.nt"
+    data.write_text(f"{E.atlantis} {RDFS.label} \"Atlantis\" .\n{E.atlantis} {R.capital} {E.poseidonia} .\n"
+                    f"{E.paris} {RDFS.label} \"Paris, France\" .\n", encoding="utf-8")
+    load_file(factbook, data, "default", progress=False)
+    graph = retriever.get_labelgraph("What is the capital of Atlantis?", "default")
+    assert graph.seeds[0] == E.atlantis
+    assert (E.atlantis, R.capital, E.poseidonia) in _edges(graph)
+    paris = retriever.labels([E.paris], "default")[E.paris]
+    assert paris in {"Paris", "Paris, France"}
+    assert retriever.index.rebuild("default") == 11  # 9 + 2 new entity labels; the 5 relations are not entities
+    assert retriever.index.lookup("paris france", "default", 1) == [E.paris]
+
+
+def test_new_collection_is_indexed_on_load(factbook: CountingStore, tmp_path: Path) -> None:
+    retriever = Retriever(factbook)
+    assert retriever.get_labelgraph("Atlantis", "myths").seeds == []
+    data = tmp_path / "myths.nt"
+    data.write_text(f"{E.atlantis} {RDFS.label} \"Atlantis\" .\n", encoding="utf-8")
+    load_file(factbook, data, "myths", progress=False)
+    assert retriever.get_labelgraph("Atlantis", "myths").seeds == [E.atlantis]
+    assert retriever.get_labelgraph("Atlantis", "default").seeds == []
+
+
+@pytest.mark.skipif(not SAMPLE_DATA.exists(), reason="data/factbook.nq.gz not generated yet")
+def test_sample_data_capital_of_france(sample_store: GraphStore) -> None:
+    graph = Retriever(sample_store).get_labelgraph("What is the capital of France?", "default")
+    assert E.france in graph.seeds
+    assert any(s == E.france and o == E.paris for s, _, o in graph.uri_map.values())
+    assert ("France", "capital", "Paris") in graph.labeled_edges
+    assert graph.sparql_executions <= RetrievalLimits().max_path_length + 1
+    collection = vocab.collection_graph("default")
+    assert all(Quad(s, p, o, collection) in sample_store.raw for s, p, o in graph.uri_map.values())
