@@ -1,0 +1,141 @@
+"""The GraphRAG pipeline: a generator of messages, recording its explainability as it goes.
+
+Order (DESIGN.md section 4): explain(session), explain(retrieval), explain(selection), answer
+chunks, explain(answer), final chunk (``end_of_stream`` and ``end_of_session``). A failure ends the
+stream with one message carrying ``error`` and ``end_of_session``; the session records the error
+(``tg:errorType``, ``tg:error``). Each entity is written in one transaction and the answer entity
+together with its text, so a failure never leaves half an entity or an answer without text.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from pyoxigraph import Triple
+
+from server.config import Config
+from server.explain.recorder import ExplainRecorder
+from server.rag.llm import LLM, LLMError, make_llm
+from server.rag.messages import GraphRagResponse
+from server.rag.retrieval import RetrievalLimits, Retriever
+from server.rag.selection import parse_selection
+from server.store import GraphStore
+
+log = logging.getLogger(__name__)
+
+
+class PipelineError(Exception):
+    """A failure with a type for the error message: ``not-found``, ``bad-request``, ``no-edges``..."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+class GraphRag:
+    """Retrieve -> select -> synthesize, over one store with one LLM."""
+
+    def __init__(self, store: GraphStore, retriever: Retriever, llm: LLM) -> None:
+        self.store = store
+        self.retriever = retriever
+        self.llm = llm
+
+    def run(self, question: str, collection: str = "default", explainable: bool = True,
+            limits: RetrievalLimits | None = None) -> Iterator[GraphRagResponse]:
+        """The message stream for one question; never raises for a failed stage."""
+        question = (question or "").strip()
+        try:
+            self._check(question, collection)
+        except PipelineError as exc:
+            yield _failure(exc.error_type, str(exc))
+            return
+        recorder = ExplainRecorder(self.store, collection, self.llm.model) if explainable else None
+        stage = "session"
+        try:
+            if recorder:
+                yield self._explain(recorder.session(question))
+            stage = "retrieval"
+            graph = self.retriever.get_labelgraph(question, collection, limits or RetrievalLimits())
+            if recorder:
+                yield self._explain(recorder.retrieval(len(graph.edge_ids)))
+            if not graph.edge_ids:
+                raise PipelineError("no-edges", f"no facts in collection {collection!r} match the question")
+            stage = "selection"
+            labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
+            reply = self.llm.select(question, list(labeled.items()))
+            chosen = parse_selection(reply, graph.edge_ids)
+            if not chosen:
+                raise PipelineError("no-selection", f"the LLM's selection named none of the {len(labeled)} "
+                                                    "retrieved edges (no valid edge id in its reply)")
+            if recorder:
+                yield self._explain(recorder.selection(
+                    [(Triple(*graph.uri_map[edge_id]), reasoning) for edge_id, reasoning in chosen]))
+            stage = "synthesis"
+            pieces = []
+            for piece in self.llm.answer(question, [labeled[edge_id] for edge_id, _ in chosen]):
+                if piece:
+                    pieces.append(piece)
+                    yield GraphRagResponse("chunk", response=piece)
+            text = "".join(pieces)
+            if not text.strip():
+                raise PipelineError("llm-error", "the LLM returned an empty answer")
+            stage = "answer"
+            if recorder:
+                answer = recorder.answer(text)
+                stage = "done"
+                yield self._explain(answer)
+        except GeneratorExit:  # the client went away: say so in the trace, then stop
+            if stage != "done":
+                self._record_error(recorder, "cancelled", f"{stage}: the client closed the stream")
+            raise
+        except PipelineError as exc:
+            yield self._fail(recorder, exc.error_type, f"{stage}: {exc}")
+            return
+        except LLMError as exc:
+            yield self._fail(recorder, "llm-error", f"{stage}: {exc}")
+            return
+        except OSError as exc:
+            log.exception("store failure during %s", stage)
+            yield self._fail(recorder, "store-error", f"{stage}: {exc}")
+            return
+        except Exception as exc:  # the stream must end with an error message, not break
+            log.exception("GraphRAG failure during %s", stage)
+            yield self._fail(recorder, "internal-error", f"{stage}: {type(exc).__name__}: {exc}")
+            return
+        yield GraphRagResponse("chunk", end_of_stream=True, end_of_session=True)
+
+    def _check(self, question: str, collection: str) -> None:
+        if not question:
+            raise PipelineError("bad-request", "the question is empty")
+        try:
+            known = self.store.has_collection(collection)
+        except ValueError as exc:
+            raise PipelineError("bad-request", f"invalid collection name {collection!r}") from exc
+        if not known:
+            raise PipelineError("not-found", f"no collection {collection!r}")
+
+    def _explain(self, explain_id: str) -> GraphRagResponse:
+        return GraphRagResponse("explain", explain_id=explain_id, explain_collection=self.store.explain_collection)
+
+    def _fail(self, recorder: ExplainRecorder | None, error_type: str, message: str) -> GraphRagResponse:
+        self._record_error(recorder, error_type, message)
+        return _failure(error_type, message)
+
+    @staticmethod
+    def _record_error(recorder: ExplainRecorder | None, error_type: str, message: str) -> None:
+        if recorder is None:
+            return
+        try:
+            recorder.error(error_type, message)
+        except Exception:  # the store itself may be what failed
+            log.exception("could not record the error of session %s", recorder.session_id)
+
+
+def _failure(error_type: str, message: str) -> GraphRagResponse:
+    return GraphRagResponse("chunk", error={"type": error_type, "message": message},
+                            end_of_stream=True, end_of_session=True)
+
+
+def make_graph_rag(store: GraphStore, config: Config) -> GraphRag:
+    """A pipeline with the configured LLM; build it once per store (the retriever caches labels)."""
+    return GraphRag(store, Retriever(store), make_llm(config))
