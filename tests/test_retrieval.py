@@ -85,13 +85,14 @@ def test_capital_of_france_finds_seed_and_paris_edge(factbook: CountingStore) ->
     assert (E.france, R.capital, E.paris) in _edges(graph)
     assert ("France", "capital", "Paris") in graph.labeled_edges
     assert len(graph.edge_ids) == len(set(graph.edge_ids)) == len(graph.labeled_edges)
-    for edge_id_, labels in zip(graph.edge_ids, graph.labeled_edges):
+    for edge_id_, labels in zip(graph.edge_ids, graph.labeled_edges, strict=True):
         assert edge_id_.split("-")[0] == edge_id(*labels)
 
 
 def test_identical_labels_different_iris_both_survive(factbook: CountingStore) -> None:
     graph = Retriever(factbook).get_labelgraph("capital of France", "default")
-    ids = [i for i, labels in zip(graph.edge_ids, graph.labeled_edges) if labels == ("France", "capital", "Paris")]
+    pairs = zip(graph.edge_ids, graph.labeled_edges, strict=True)
+    ids = [i for i, labels in pairs if labels == ("France", "capital", "Paris")]
     base = edge_id("France", "capital", "Paris")
     assert sorted(ids) == [base, base + "-2"]
     assert {graph.uri_map[i][1] for i in ids} == {R.capital, OTHER_CAPITAL}
