@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scripted_llm import scripted_llm  # noqa: F401  (fixture: scripted OpenAI-compatible server)
 
 from server.config import SAMPLE_DATA
 from server.ingest.load import load_file

@@ -1,0 +1,160 @@
+"""The ``offline`` LLM: deterministic, no network.
+
+Selection scores edges by the question words their labels cover (lightly lemmatized, stopwords
+removed): the edges covering the most question words win, more words in the predicate first;
+edges one step further from those that cover the words still missing are added (multi-hop
+questions). Each selected edge gets a sentence saying which question words it matched. The answer
+is extractive: one sentence per (subject, predicate) group of the selected edges.
+"""
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Iterator
+
+MAX_DIRECT = 5  # edges that match the question best
+MAX_CHAINED = 5  # edges one step further that cover question words the first ones miss
+PIECE_WORDS = 4  # words per streamed piece of the answer
+
+Edge = tuple[str, str, str]
+
+_WORD = re.compile(r"[^\W_]+")
+_STOPWORDS = frozenset(
+    """a about all also an and any are as at be been being by can could did do does for from give had has
+    have how i in is it its list me my of on or please show tell than that the their them there these they
+    this those to us was we were what when where which who whom whose why will with would you your""".split()
+)
+_PREPOSITIONS = frozenset("at by for from in into of on to with".split())
+
+
+def lemma(word: str) -> str:
+    """Case-, accent- and plural-folded form of one word ("Borders" -> "border", "countries" -> "country")."""
+    w = "".join(c for c in unicodedata.normalize("NFKD", word.casefold()) if not unicodedata.combining(c))
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 4 and w.endswith(("sses", "xes", "ches", "shes", "zes")):
+        return w[:-2]
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    if len(w) > 6 and w.endswith("ing"):
+        return w[:-3]
+    return w
+
+
+def terms(text: str) -> set[str]:
+    """The content words of ``text`` as lemmas."""
+    return {lemma(w) for w in _WORD.findall(text) if w.casefold() not in _STOPWORDS}
+
+
+class OfflineLLM:
+    """Lexical selection with a reason per edge and an extractive answer; same input, same output."""
+
+    model = "offline"
+
+    def select(self, question: str, edges: list[tuple[str, Edge]]) -> str:
+        words = _question_words(question)
+        asked = set(words)
+        scored = []
+        for edge_id, (s, p, o) in edges:
+            s_terms, p_terms, o_terms = terms(s), terms(p), terms(o)
+            covered = asked & (s_terms | p_terms | o_terms)
+            extra = len((s_terms | p_terms | o_terms) - asked)
+            key = (-len(covered), -len(asked & p_terms), extra, s, p, o, edge_id)
+            scored.append((key, edge_id, (s, p, o), covered))
+        scored.sort(key=lambda item: item[0])
+        best = len(scored[0][3]) if scored else 0
+        if best == 0:
+            return ""
+        direct = [item for item in scored if len(item[3]) == best][:MAX_DIRECT]
+        lines = [_line(edge_id, _direct_reason(words, covered, edge)) for _, edge_id, edge, covered in direct]
+
+        missing = asked - set().union(*(item[3] for item in direct))
+        reached = {label.casefold() for _, _, (s, _, o), _ in direct for label in (s, o)}
+        chosen = {item[1] for item in direct}
+        chained = sorted(
+            (
+                (-len(covered & missing), key, edge_id, edge, covered & missing)
+                for key, edge_id, edge, covered in scored
+                if edge_id not in chosen and covered & missing and {edge[0].casefold(), edge[2].casefold()} & reached
+            ),
+            key=lambda item: item[:2],
+        )
+        for _, _, edge_id, edge, new in chained[:MAX_CHAINED]:
+            via = edge[0] if edge[0].casefold() in reached else edge[2]
+            lines.append(_line(edge_id, _chained_reason(words, new, edge, via)))
+        return "\n".join(lines)
+
+    def answer(self, question: str, edges: list[Edge]) -> Iterator[str]:
+        text = extractive_answer(edges)
+        words = text.split(" ")
+        for start in range(0, len(words), PIECE_WORDS):
+            piece = " ".join(words[start : start + PIECE_WORDS])
+            yield piece if start + PIECE_WORDS >= len(words) else piece + " "
+
+
+def _question_words(question: str) -> dict[str, str]:
+    """Lemma -> the word as the question spells it, in question order."""
+    words: dict[str, str] = {}
+    for word in _WORD.findall(question):
+        if word.casefold() not in _STOPWORDS:
+            words.setdefault(lemma(word), word)
+    return words
+
+
+def _line(edge_id: str, reasoning: str) -> str:
+    return json.dumps({"id": edge_id, "reasoning": reasoning}, ensure_ascii=False)
+
+
+def _quoted(words: dict[str, str], lemmas: set[str]) -> str:
+    return _join([f"'{surface}'" for key, surface in words.items() if key in lemmas])
+
+
+def _direct_reason(words: dict[str, str], covered: set[str], edge: Edge) -> str:
+    s, p, o = edge
+    return f"The question asks about {_quoted(words, covered)}; this edge links {s} to {o} by '{p}'."
+
+
+def _chained_reason(words: dict[str, str], new: set[str], edge: Edge, via: str) -> str:
+    s, p, o = edge
+    return (
+        f"The question also asks about {_quoted(words, new)}; this edge links {s} to {o} by '{p}', "
+        f"continuing from {via}, which a better-matching edge reached."
+    )
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def extractive_answer(edges: list[Edge]) -> str:
+    """One sentence per (subject, predicate), objects joined, in the order the edges come."""
+    if not edges:
+        return "The knowledge graph has no facts that answer this question."
+    groups: dict[tuple[str, str], list[str]] = {}
+    for s, p, o in edges:
+        objects = groups.setdefault((s, p), [])
+        if o not in objects:
+            objects.append(o)
+    return " ".join(_sentence(s, p, objects) for (s, p), objects in groups.items())
+
+
+def _sentence(subject: str, predicate: str, objects: list[str]) -> str:
+    """"The capital of France is Paris.", "Heat was directed by Michael Mann.", ..."""
+    words = predicate.replace("_", " ").split() or ["related to"]
+    if words[0][:1].isupper() and words[0][1:2].islower():  # "Capital" -> "capital", "GDP" stays
+        words[0] = words[0][:1].lower() + words[0][1:]
+    phrase, obj = " ".join(words), _join(objects)
+    if len(words) > 1 and words[-1].casefold() == "by":
+        sentence = f"{subject} was {phrase} {obj}"
+    elif len(words) > 1 and words[-1].casefold() in _PREPOSITIONS:
+        sentence = f"{subject} is {phrase} {obj}"
+    else:
+        if len(words) > 1 and words[0].casefold() in _PREPOSITIONS | {"has", "have"}:
+            words = words[1:]
+        noun = " ".join(words)
+        plural = len(objects) > 1 or lemma(words[-1]) != words[-1].casefold()
+        sentence = f"The {noun} of {subject} {'are' if plural else 'is'} {obj}"
+    return sentence + ("" if sentence.endswith((".", "!", "?")) else ".")

@@ -1,0 +1,182 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1 for tests that drive the real openai client.
+
+Queue replies (``reply``, ``fail``, ``stall``), then point ``Config(llm="openai",
+llm_base_url=server.base_url)`` at it. Each ``POST /v1/chat/completions`` takes the next reply,
+as SSE chunks ending with ``data: [DONE]`` when the request asks to stream, as one JSON
+completion otherwise. Requests are recorded in ``server.requests``.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+
+@dataclass
+class Reply:
+    """One scripted answer to a chat completion request."""
+
+    text: str = ""
+    status: int = 200
+    error: str = "scripted failure"  # the error message when status >= 400
+    delay_s: float = 0.0  # before the response starts (timeouts, slow LLM)
+    pieces: list[str] | None = None  # the streamed deltas; default: the text in words
+    piece_delay_s: float = 0.0  # before each streamed piece after the first chunk (a stream that stalls)
+    stream_error: str | None = None  # an SSE error event after the pieces (a failure mid-stream)
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict = field(default_factory=dict)
+
+    @property
+    def prompt(self) -> str:
+        """Every message's content, joined."""
+        return "\n".join(str(m.get("content", "")) for m in self.body.get("messages", []))
+
+
+class ScriptedLLM:
+    """The server; ``close()`` stops it and wakes any stalled reply."""
+
+    model = "scripted-model"
+
+    def __init__(self) -> None:
+        self.replies: queue.Queue[Reply] = queue.Queue()
+        self.requests: list[Recorded] = []
+        self.closing = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self._server.block_on_close = False
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def reply(self, text: str = "", **options: object) -> None:
+        """Queue a successful reply (see ``Reply`` for the options)."""
+        self.replies.put(Reply(text=text, **options))
+
+    def fail(self, status: int = 500, error: str = "scripted failure") -> None:
+        """Queue an HTTP error reply with an OpenAI-style error body."""
+        self.replies.put(Reply(status=status, error=error))
+
+    def stall(self, seconds: float, text: str = "too late") -> None:
+        """Queue a reply that starts only after ``seconds`` (or when the server closes)."""
+        self.replies.put(Reply(text=text, delay_s=seconds))
+
+    def close(self) -> None:
+        self.closing.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _handler(server: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # quiet test output
+            pass
+
+        def do_GET(self) -> None:
+            server.requests.append(Recorded("GET", self.path, dict(self.headers)))
+            if self.path.rstrip("/") == "/v1/models":
+                model = {"id": server.model, "object": "model", "created": 0, "owned_by": "scripted"}
+                self._json(200, {"object": "list", "data": [model]})
+            else:
+                self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            server.requests.append(Recorded("POST", self.path, dict(self.headers), body))
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                return
+            try:
+                reply = server.replies.get_nowait()
+            except queue.Empty:
+                reply = Reply(status=500, error="scripted server: no reply queued")
+            if reply.delay_s and server.closing.wait(reply.delay_s):
+                return
+            try:
+                if reply.status >= 400:
+                    error = {"message": reply.error, "type": "server_error", "code": None}
+                    self._json(reply.status, {"error": error}, {"x-should-retry": "true", "retry-after-ms": "1"})
+                elif body.get("stream"):
+                    self._stream(reply, body.get("model", server.model))
+                else:
+                    self._json(200, _completion(reply.text, body.get("model", server.model)))
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                pass
+
+        def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _stream(self, reply: Reply, model: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            for i, event in enumerate(_chunks(reply, model)):
+                if i and reply.piece_delay_s and server.closing.wait(reply.piece_delay_s):
+                    return
+                self.wfile.write(f"data: {event}\n\n".encode())
+                self.wfile.flush()
+
+    return Handler
+
+
+def _completion(text: str, model: str) -> dict:
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def _chunks(reply: Reply, model: str) -> Iterator[str]:
+    """The SSE data lines of a streamed completion: role, deltas, finish (or an error), [DONE]."""
+    pieces = reply.pieces if reply.pieces is not None else [w + " " for w in reply.text.split(" ")]
+    if reply.pieces is None and pieces:
+        pieces[-1] = pieces[-1][:-1]
+
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model}
+        return json.dumps({**body, "choices": [choice]})
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in pieces:
+        yield chunk({"content": piece})
+    if reply.stream_error is not None:
+        yield json.dumps({"error": {"message": reply.stream_error, "type": "server_error"}})
+        return
+    yield chunk({}, "stop")
+    yield "[DONE]"
+
+
+@pytest.fixture
+def scripted_llm() -> Iterator[ScriptedLLM]:
+    """A fresh scripted OpenAI-compatible server on 127.0.0.1 for one test."""
+    server = ScriptedLLM()
+    yield server
+    server.close()
