@@ -1,0 +1,347 @@
+"""``glassgraph``: serve, load, ask, inspect traces and maintain the embedded store.
+
+Exit codes: 0 success, 1 the operation failed (bad file, unknown collection or session, an error
+in the answer), 2 usage, 3 the store cannot be opened (in use by another process, e.g. a server).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from server import vocab
+from server.config import Config
+from server.explain_display import StreamDisplay, StreamError, trace_lines
+from server.store import GraphStore
+from server.tg_invoke import add_query_arguments, check_question, limits_of, positive_int
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
+
+DUMP_FORMATS = ("trig", "nq", "ttl", "nt")
+
+
+class CliError(Exception):
+    """A failure the user can act on: one line, exit code 1."""
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be opened: one line, exit code 3."""
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+def _open(config: Config, sample: bool = False) -> GraphStore:
+    """The configured store; ``sample`` loads the sample data into an empty store (as the server does)."""
+    from server.bootstrap import open_store
+
+    try:
+        if sample:
+            return open_store(config, progress=sys.stderr.isatty())
+        return GraphStore(config.store_path, explain_collection=config.explain_collection)
+    except OSError as exc:
+        if "lock" in str(exc).lower():
+            raise StoreUnavailable(f"the store at {config.store_path} is in use by another process "
+                                   "(a running server?)") from None
+        raise StoreUnavailable(f"cannot open the store at {config.store_path}: {exc}") from None
+
+
+def _collection_name(text: str) -> str:
+    """argparse type: a name that makes a valid graph IRI."""
+    try:
+        vocab.collection_graph(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a valid collection name: {text!r}") from None
+    if not text or any(ch.isspace() for ch in text):
+        raise argparse.ArgumentTypeError(f"not a valid collection name: {text!r}")
+    return text
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(value) if value is not None else "" for value in row] for row in rows]
+    widths = [max(len(headers[i]), *(len(row[i]) for row in cells)) for i in range(len(headers))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def _print_json(value: object) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _session_iri(text: str) -> str:
+    """A session IRI from an explain IRI or a bare session id."""
+    return text if text.startswith(vocab.URN) else vocab.session_iri(text).value
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+def cmd_serve(args: argparse.Namespace, config: Config) -> int:
+    from werkzeug.serving import make_server
+
+    from server.http.app import create_app
+
+    store = _open(config, sample=True)
+    app = create_app(config, store=store)
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):  # werkzeug prints why it cannot bind, then exits
+            server = make_server(config.host, config.port, app, threaded=True)
+    except (OSError, SystemExit) as exc:
+        reason = " ".join(said.getvalue().split()) or str(exc)
+        raise CliError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
+    print(f"Glassgraph console: http://{config.host}:{server.server_port}/  (store: {config.store_path}; "
+          "Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        store.flush()
+    return EXIT_OK
+
+
+def cmd_load(args: argparse.Namespace, config: Config) -> int:
+    from server.ingest.load import LoadError, format_of, load_file
+
+    for path in args.files:  # check every file first: a typo in the last one loads nothing
+        try:
+            format_of(path)
+        except LoadError as exc:
+            raise CliError(str(exc)) from None
+        if not Path(path).is_file():
+            raise CliError(f"{path}: no such file")
+    store = _open(config)
+    total = 0
+    for path in args.files:
+        try:
+            count = load_file(store, path, args.collection, progress=not args.quiet and sys.stderr.isatty())
+        except LoadError as exc:
+            loaded = f" ({total} quads from the files before it are loaded)" if total else ""
+            raise CliError(f"{exc}{loaded}") from None
+        total += count
+        print(f"{path}: {count} quads")
+    sizes = {row["collection"]: row for row in store.collections()}
+    row = sizes.get(args.collection, {"triples": 0, "source_triples": 0})
+    print(f"loaded {total} quads from {len(args.files)} file(s); collection {args.collection!r} now holds "
+          f"{row['triples']} triples and {row['source_triples']} source triples")
+    return EXIT_OK
+
+
+def cmd_ask(args: argparse.Namespace, config: Config) -> int:
+    from server.explain.trace import read_trace
+    from server.rag.llm import LLMError
+    from server.rag.pipeline import make_graph_rag
+    from server.rag.retrieval import RetrievalLimits
+
+    store = _open(config, sample=True)
+    try:
+        rag = make_graph_rag(store, config)
+    except (LLMError, ValueError) as exc:
+        raise CliError(f"cannot set up the LLM: {exc}") from None
+    messages = (message.to_dict() for message in rag.run(args.question, args.collection, args.explainable,
+                                                         RetrievalLimits(**limits_of(args))))
+    display = StreamDisplay(sys.stdout, sys.stderr, lambda iri: read_trace(store, iri), args.format,
+                            args.explainable)
+    try:
+        display.run(messages)
+    except StreamError as exc:
+        raise CliError(str(exc)) from None
+    return EXIT_OK
+
+
+def cmd_sessions(args: argparse.Namespace, config: Config) -> int:
+    from server.explain.trace import list_sessions
+
+    sessions = list_sessions(_open(config), limit=args.limit, offset=args.offset)
+    if args.format == "json":
+        _print_json(sessions)
+    elif sessions:
+        print(_table(("SESSION", "TIME", "QUESTION"), [(s["session"], s["time"], s["question"]) for s in sessions]))
+    else:
+        print("no sessions yet (ask a question: glassgraph ask -q ...)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace, config: Config) -> int:
+    from server.explain.trace import read_trace
+
+    try:
+        iri = _session_iri(args.session)
+    except ValueError:
+        raise CliError(f"not a session IRI or id: {args.session!r}") from None
+    trace = read_trace(_open(config), iri)
+    if trace is None:
+        raise CliError(f"no session {args.session} in the store at {config.store_path} "
+                       "(list them with: glassgraph sessions)")
+    if args.format == "json":
+        _print_json(trace)
+    else:
+        print("\n".join(trace_lines(trace)))
+    return EXIT_OK
+
+
+def cmd_collections(args: argparse.Namespace, config: Config) -> int:
+    collections = _open(config).collections()
+    if args.format == "json":
+        _print_json(collections)
+    else:
+        print(_table(("COLLECTION", "TRIPLES", "SOURCE TRIPLES", "GRAPH"),
+                     [(c["collection"], c["triples"], c["source_triples"], c["graph"]) for c in collections]))
+    return EXIT_OK
+
+
+def cmd_dump(args: argparse.Namespace, config: Config) -> int:
+    from pyoxigraph import NamedNode, RdfFormat
+
+    formats = {"trig": RdfFormat.TRIG, "nq": RdfFormat.N_QUADS, "ttl": RdfFormat.TURTLE, "nt": RdfFormat.N_TRIPLES}
+    fmt = formats[args.format]
+    graph = None
+    if args.graph:
+        try:
+            graph = NamedNode(args.graph)
+        except ValueError:
+            raise CliError(f"not an IRI: {args.graph!r}") from None
+    elif not fmt.supports_datasets:
+        raise CliError(f"--format {args.format} holds one graph: name it with --graph IRI (or use trig or nq)")
+    store = _open(config)
+    if graph is not None and not store.raw.contains_named_graph(graph):
+        raise CliError(f"no graph <{graph.value}> in the store at {config.store_path}")
+    if args.output:
+        store.dump(args.output, fmt, graph)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.buffer.write(store.dump(None, fmt, graph) or b"")
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+def cmd_backup(args: argparse.Namespace, config: Config) -> int:
+    target = Path(args.directory)
+    if target.exists():
+        raise CliError(f"{target} exists: a backup goes into a new directory")
+    store = _open(config)
+    try:
+        store.backup(target)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"backup to {target} failed: {exc}") from None
+    print(f"backed up {config.store_path} to {target}")
+    return EXIT_OK
+
+
+def cmd_reindex(args: argparse.Namespace, config: Config) -> int:
+    from server.rag.label_index import LabelIndex
+
+    store = _open(config)
+    names = [c["collection"] for c in store.collections()]
+    if args.collection is not None:
+        if args.collection not in names:
+            raise CliError(f"no collection {args.collection!r} (collections: {', '.join(names) or 'none'})")
+        names = [args.collection]
+    index = LabelIndex(store)
+    print(_table(("COLLECTION", "LABELS"), [(name, index.rebuild(name)) for name in names]))
+    return EXIT_OK
+
+
+# --- the parser ---------------------------------------------------------------------------------
+
+def _command(sub: argparse._SubParsersAction, name: str, handler: Callable[..., int], help_text: str,
+             example: str) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=help_text, description=help_text,
+                            epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(handler=handler, command_parser=parser)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="glassgraph", description="Explainable GraphRAG server on an embedded Oxigraph store.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  glassgraph serve --port 7878\n  glassgraph load data.ttl -C movies\n"
+               "  glassgraph ask -x -q \"What is the capital of France?\"\n  glassgraph sessions\n\n"
+               "exit codes: 0 success, 1 the operation failed, 2 usage, 3 the store is in use or cannot be opened\n"
+               "'glassgraph COMMAND --help' describes each command.")
+    parser.add_argument("--store", metavar="PATH",
+                        help="store directory (default: $GLASSGRAPH_STORE or ~/.local/share/glassgraph/store)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = _command(sub, "serve", cmd_serve, "run the development server (SPARQL endpoint, API, console)",
+                     "glassgraph serve --host 0.0.0.0 --port 8080 --token s3cret")
+    serve.add_argument("--host", help="interface to listen on (default: $GLASSGRAPH_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: $GLASSGRAPH_PORT or 7878)")
+    serve.add_argument("--token", help="bearer token required for writes (default: $GLASSGRAPH_TOKEN)")
+    serve.add_argument("--read-only", action="store_true", help="refuse every write over HTTP")
+
+    load = _command(sub, "load", cmd_load, "load RDF files (ttl, nt, nq, trig, rdf; optionally .gz) into a collection",
+                    "glassgraph load movies.ttl people.nt.gz -C movies")
+    load.add_argument("files", nargs="+", metavar="FILE", help="RDF files, each loaded in one transaction")
+    load.add_argument("-C", "--collection", type=_collection_name, default="default",
+                      help="collection to load into (default: %(default)s)")
+    load.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    ask = _command(sub, "ask", cmd_ask, "answer a question in-process on the embedded store (GraphRAG)",
+                   "glassgraph ask --explainable -q \"What is the capital of France?\" > answer.txt")
+    add_query_arguments(ask)
+
+    sessions = _command(sub, "sessions", cmd_sessions, "list the recorded GraphRAG sessions, newest first",
+                        "glassgraph sessions --limit 5")
+    sessions.add_argument("--limit", type=positive_int, default=20, help="sessions to list (default: %(default)s)")
+    sessions.add_argument("--offset", type=int, default=0, help="sessions to skip (default: %(default)s)")
+    sessions.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+
+    explain = _command(sub, "explain", cmd_explain, "show the whole trace of a session, with source chains",
+                       "glassgraph explain urn:trustgraph:session:6f1c...  (or just the id after 'session:')")
+    explain.add_argument("session", help="session IRI (any explain IRI of the session works) or session id")
+    explain.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+
+    collections = _command(sub, "collections", cmd_collections, "list the collections with their triple counts",
+                           "glassgraph collections --format json")
+    collections.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+
+    dump = _command(sub, "dump", cmd_dump, "write the store, or one graph, as RDF (stdout unless -o)",
+                    "glassgraph dump --format ttl --graph urn:trustgraph:graph:default -o default.ttl")
+    dump.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
+    dump.add_argument("--graph", metavar="IRI", help="only this named graph (required for ttl and nt)")
+    dump.add_argument("--format", choices=DUMP_FORMATS, default="trig", help="RDF format (default: %(default)s)")
+
+    backup = _command(sub, "backup", cmd_backup, "copy the store consistently into a new directory",
+                      "glassgraph backup /var/backups/glassgraph-$(date +%%F)")
+    backup.add_argument("directory", metavar="DIR", help="target directory (must not exist)")
+
+    reindex = _command(sub, "reindex", cmd_reindex, "rebuild the label index of one or every collection",
+                       "glassgraph reindex -C movies")
+    reindex.add_argument("-C", "--collection", type=_collection_name, help="only this collection (default: all)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "ask":
+        check_question(args.command_parser, args)
+    overrides = {"store_path": args.store}
+    if args.command == "serve":
+        overrides.update(host=args.host, port=args.port, token=args.token, read_only=args.read_only or None)
+    try:
+        config = Config.from_env(**overrides)
+    except ValueError as exc:  # a malformed GLASSGRAPH_* variable
+        print(f"glassgraph: error: bad configuration: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.handler(args, config)
+    except StoreUnavailable as exc:
+        print(f"glassgraph: {exc}", file=sys.stderr)
+        return EXIT_STORE
+    except CliError as exc:
+        print(f"glassgraph: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

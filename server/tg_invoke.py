@@ -1,0 +1,252 @@
+"""``tg-invoke-graph-rag``: ask a Glassgraph server a question over HTTP, streaming the answer.
+
+Exit codes: 0 success, 1 the server reported an error, 2 usage, 3 cannot connect.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import requests
+
+from server import vocab
+from server.explain_display import StreamDisplay, StreamError, TraceUnavailable, error_text
+
+DEFAULT_URL = "http://127.0.0.1:7878"
+EXIT_OK, EXIT_SERVER_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
+LIMIT_FLAGS = ("entity_limit", "triple_limit", "max_subgraph_size", "max_path_length")
+
+EPILOG = """\
+examples:
+  tg-invoke-graph-rag -q "What is the capital of France?"
+  tg-invoke-graph-rag --explainable -q "What is the capital of France?" > answer.txt
+  tg-invoke-graph-rag -u http://kg.example:7878 -C movies -e 20 --format json -q "Who directed Alien?"
+
+With --explainable the explain events ([session], [retrieval], [selection] with the selected
+edges, their reasoning and source chains, [answer]) go to stderr as they arrive; the answer alone
+goes to stdout.
+
+exit codes: 0 success, 1 the server reported an error, 2 usage, 3 cannot connect to the server
+environment: GLASSGRAPH_URL (default server URL), GLASSGRAPH_TOKEN (bearer token)
+"""
+
+
+class CannotConnect(Exception):
+    """No connection to the server (exit code 3)."""
+
+
+class ServerError(Exception):
+    """The server answered with an error, or the exchange broke off (exit code 1)."""
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
+def add_query_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags shared with ``glassgraph ask``: question, collection, retrieval limits, display."""
+    parser.add_argument("-q", "--question", required=True, help="the question to answer")
+    parser.add_argument("-C", "--collection", default="default", help="collection to query (default: %(default)s)")
+    parser.add_argument("-e", "--entity-limit", type=positive_int, help="seed entities to start from")
+    parser.add_argument("--triple-limit", type=positive_int, help="edges fetched per entity and hop")
+    parser.add_argument("-s", "--max-subgraph-size", type=positive_int, help="edges retrieved at most")
+    parser.add_argument("-p", "--max-path-length", type=positive_int, help="hops from the seed entities")
+    parser.add_argument("-x", "--explainable", action="store_true",
+                        help="show the explain events (to stderr) as they arrive")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text: answer to stdout, explain blocks to stderr; json: every message as a JSON line")
+
+
+def check_question(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """An empty question is a usage error (exit 2)."""
+    if not args.question.strip():
+        parser.error("the question is empty")
+
+
+def limits_of(args: argparse.Namespace) -> dict[str, int]:
+    """The retrieval limits given on the command line (the rest keep the server's defaults)."""
+    return {name: getattr(args, name) for name in LIMIT_FLAGS if getattr(args, name) is not None}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tg-invoke-graph-rag", description="Ask a Glassgraph server a question with GraphRAG.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-u", "--url", default=os.environ.get("GLASSGRAPH_URL") or DEFAULT_URL,
+                        help=f"server URL (default: $GLASSGRAPH_URL or {DEFAULT_URL})")
+    add_query_arguments(parser)
+    parser.add_argument("--no-streaming", action="store_true", help="wait for the whole answer in one response")
+    parser.add_argument("-t", "--token", default=os.environ.get("GLASSGRAPH_TOKEN") or None,
+                        help="bearer token (default: $GLASSGRAPH_TOKEN)")
+    return parser
+
+
+def _reason(exc: BaseException) -> str:
+    """The useful end of a requests/urllib3 connection error: ``Connection refused``."""
+    text = str(exc)
+    found = re.findall(r"\[Errno -?\d+\] ([^'\")]+)", text)
+    if found:
+        return found[-1].strip()
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    return " ".join(text.split())[-200:]
+
+
+class Client:
+    """The HTTP API of one server."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: tuple[float, float] = (10.0, 600.0)) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
+
+    def _request(self, method: str, path: str, **kwargs: object) -> requests.Response:
+        try:
+            response = self.session.request(method, self.url + path, timeout=self.timeout, **kwargs)
+        except requests.ConnectionError as exc:
+            raise CannotConnect(f"cannot connect to {self.url} ({_reason(exc)})") from None
+        except requests.RequestException as exc:
+            raise ServerError(f"no answer from {self.url} ({_reason(exc)})") from None
+        if response.status_code >= 400:
+            raise ServerError(self._http_error(response))
+        return response
+
+    @staticmethod
+    def _http_error(response: requests.Response) -> str:
+        status = f"HTTP {response.status_code} {response.reason or ''}".strip()
+        try:
+            body = response.json()
+        except ValueError:
+            text = " ".join(response.text.split())[:200]
+            return f"{status}: {text}" if text else status
+        detail = body.get("error") or body.get("message") if isinstance(body, dict) else None
+        return f"{status}: {error_text(detail)}" if detail else status
+
+    def graph_rag(self, question: str, collection: str, explainable: bool, streaming: bool,
+                  limits: dict[str, int]) -> Iterator[dict]:
+        """The messages of one GraphRAG query (a non-streaming answer is turned into messages too)."""
+        body = {"query": question, "collection": collection, "explainable": explainable,
+                "streaming": streaming, **limits}
+        accept = "application/x-ndjson" if streaming else "application/json"
+        response = self._request("POST", "/api/graph-rag", json=body, headers={"Accept": accept}, stream=streaming)
+        content_type = response.headers.get("Content-Type", "")
+        if not streaming or content_type.startswith("application/json"):
+            yield from self._answer_messages(self._json(response))
+            return
+        try:
+            lines = (line.decode("utf-8") for line in response.iter_lines())
+            parse = _sse if content_type.startswith("text/event-stream") else _ndjson
+            yield from parse(lines)
+        except requests.RequestException as exc:
+            raise ServerError(f"lost the connection to {self.url} ({_reason(exc)})") from None
+        finally:
+            response.close()
+
+    @staticmethod
+    def _json(response: requests.Response) -> dict:
+        try:
+            return response.json()
+        except ValueError:
+            raise ServerError(f"the server sent no JSON: {response.text[:200]!r}") from None
+
+    @staticmethod
+    def _answer_messages(answer: dict) -> Iterator[dict]:
+        """``{"answer", "session", "explain_ids", "explain_collection", "error"}`` as stream messages."""
+        if answer.get("error"):
+            yield {"message_type": "chunk", "response": "", "error": answer["error"], "end_of_stream": True,
+                   "end_of_session": True, "explain_id": None, "explain_collection": None}
+            return
+        for iri in answer.get("explain_ids") or []:
+            yield {"message_type": "explain", "response": "", "error": None, "end_of_stream": False,
+                   "end_of_session": False, "explain_id": iri, "explain_collection": answer.get("explain_collection")}
+        yield {"message_type": "chunk", "response": answer.get("answer") or "", "error": None,
+               "end_of_stream": True, "end_of_session": True, "explain_id": None, "explain_collection": None}
+
+    def trace(self, iri: str) -> dict | None:
+        """The trace of the session ``iri`` belongs to (``GET /api/explain``), None if there is none."""
+        session_id = vocab.session_id_of(iri)
+        session = vocab.session_iri(session_id).value if session_id else iri
+        try:
+            response = self.session.get(self.url + "/api/explain", params={"id": session},
+                                        headers={"Accept": "application/json"}, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise TraceUnavailable(f"cannot reach {self.url} ({_reason(exc)})") from None
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 400:
+            raise TraceUnavailable(self._http_error(response))
+        try:
+            return response.json()
+        except ValueError:
+            raise TraceUnavailable("the server sent no JSON") from None
+
+
+def _message(text: str) -> dict:
+    try:
+        message = json.loads(text)
+    except ValueError:
+        raise ServerError(f"the server sent an invalid message: {text[:200]!r}") from None
+    if not isinstance(message, dict):
+        raise ServerError(f"the server sent an invalid message: {text[:200]!r}")
+    return message
+
+
+def _ndjson(lines: Iterator[str]) -> Iterator[dict]:
+    for line in lines:
+        if line.strip():
+            yield _message(line)
+
+
+def _sse(lines: Iterator[str]) -> Iterator[dict]:
+    """Server-sent events: ``data:`` lines up to a blank line make one message."""
+    data: list[str] = []
+    for line in lines:
+        if not line.strip():
+            if data:
+                yield _message("\n".join(data))
+                data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield _message("\n".join(data))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_question(parser, args)
+    parts = urlsplit(args.url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        parser.error(f"not an http(s) URL: {args.url!r}")
+    client = Client(args.url, args.token)
+    display = StreamDisplay(sys.stdout, sys.stderr, client.trace, args.format, args.explainable)
+    try:
+        display.run(client.graph_rag(args.question, args.collection, args.explainable,
+                                     not args.no_streaming, limits_of(args)))
+    except CannotConnect as exc:
+        print(f"tg-invoke-graph-rag: {exc}", file=sys.stderr)
+        return EXIT_CONNECT
+    except (ServerError, StreamError) as exc:
+        print(f"tg-invoke-graph-rag: error: {exc}", file=sys.stderr)
+        return EXIT_SERVER_ERROR
+    except KeyboardInterrupt:
+        return 130
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
