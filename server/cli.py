@@ -43,10 +43,10 @@ def _open(config: Config, sample: bool = False) -> GraphStore:
             return open_store(config, progress=sys.stderr.isatty())
         return GraphStore(config.store_path, explain_collection=config.explain_collection)
     except OSError as exc:
+        where = Path(config.store_path).resolve() if config.store_path else "(memory)"
         if "lock" in str(exc).lower():
-            raise StoreUnavailable(f"the store at {config.store_path} is in use by another process "
-                                   "(a running server?)") from None
-        raise StoreUnavailable(f"cannot open the store at {config.store_path}: {exc}") from None
+            raise StoreUnavailable(f"the store at {where} is in use by another process (a running server?)") from None
+        raise StoreUnavailable(f"cannot open the store at {where}: {exc}") from None
 
 
 def _collection_name(text: str) -> str:
@@ -205,9 +205,10 @@ def cmd_dump(args: argparse.Namespace, config: Config) -> int:
         try:
             graph = NamedNode(args.graph)
         except ValueError:
-            raise CliError(f"not an IRI: {args.graph!r}") from None
+            args.command_parser.error(f"--graph: not an IRI: {args.graph!r}")
     elif not fmt.supports_datasets:
-        raise CliError(f"--format {args.format} holds one graph: name it with --graph IRI (or use trig or nq)")
+        args.command_parser.error(f"--format {args.format} holds one graph: name it with --graph IRI "
+                                  "(or use trig or nq)")
     store = _open(config)
     if graph is not None and not store.raw.contains_named_graph(graph):
         raise CliError(f"no graph <{graph.value}> in the store at {config.store_path}")

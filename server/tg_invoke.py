@@ -130,8 +130,9 @@ class Client:
         status = f"HTTP {response.status_code} {response.reason or ''}".strip()
         try:
             body = response.json()
-        except ValueError:
-            text = " ".join(response.text.split())[:200]
+        except ValueError:  # an HTML error page says no more than its status
+            html = response.headers.get("Content-Type", "").startswith("text/html")
+            text = "" if html else " ".join(response.text.split())[:200]
             return f"{status}: {text}" if text else status
         detail = body.get("error") or body.get("message") if isinstance(body, dict) else None
         return f"{status}: {error_text(detail)}" if detail else status
