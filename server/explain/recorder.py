@@ -17,6 +17,10 @@ from server.store import GraphStore
 from server.vocab import TG
 
 
+class RecordError(RuntimeError):
+    """The store refused an explainability write (nothing of that entity was written)."""
+
+
 class ExplainRecorder:
     """Records the entities of one session in ``store.explain_graph``; each method is one transaction."""
 
@@ -34,30 +38,36 @@ class ExplainRecorder:
         quads = vocab.session_quads(self.graph, self.session_id, question)
         quads += [Quad(iri, TG.model, Literal(self.model), self.graph),
                   Quad(iri, TG.collection, Literal(self.collection), self.graph)]
-        self.store.extend(quads)
+        self._write(quads)
         self.started = True
         return iri.value
 
     def retrieval(self, edge_count: int) -> str:
-        self.store.extend(vocab.retrieval_quads(self.graph, self.session_id, edge_count))
+        self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count))
         return vocab.retrieval_iri(self.session_id).value
 
     def selection(self, edges: Iterable[tuple[Triple, str]]) -> str:
         """The selection and its edge-selection nodes (original terms, reasoning) in one transaction."""
-        self.store.extend(vocab.selection_quads(self.graph, self.session_id, edges))
+        self._write(vocab.selection_quads(self.graph, self.session_id, edges))
         return vocab.selection_iri(self.session_id).value
 
     def answer(self, text: str) -> str:
         """The answer entity and its text (librarian graph) in one transaction."""
         quads = vocab.answer_quads(self.graph, self.session_id)
         quads += vocab.content_quads(vocab.answer_document_iri(self.session_id), text)
-        self.store.extend(quads)
+        self._write(quads)
         return vocab.answer_iri(self.session_id).value
+
+    def _write(self, quads: list[Quad]) -> None:
+        try:
+            self.store.extend(quads)
+        except Exception as exc:  # pyoxigraph raises OSError, RuntimeError or ValueError here
+            raise RecordError(f"cannot write the explainability trace: {exc}") from exc
 
     def error(self, error_type: str, message: str) -> None:
         """Mark the session as failed (nothing is written if the session itself was not)."""
         if not self.started:
             return
         iri = vocab.session_iri(self.session_id)
-        self.store.extend([Quad(iri, TG.errorType, Literal(error_type), self.graph),
+        self._write([Quad(iri, TG.errorType, Literal(error_type), self.graph),
                            Quad(iri, TG.error, Literal(message), self.graph)])

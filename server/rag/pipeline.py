@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pyoxigraph import Triple
 
 from server.config import Config
-from server.explain.recorder import ExplainRecorder
+from server.explain.recorder import ExplainRecorder, RecordError
 from server.rag.llm import LLM, LLMError, make_llm
 from server.rag.messages import GraphRagResponse
 from server.rag.retrieval import RetrievalLimits, Retriever
@@ -94,7 +94,7 @@ class GraphRag:
         except LLMError as exc:
             yield self._fail(recorder, "llm-error", f"{stage}: {exc}")
             return
-        except OSError as exc:
+        except (RecordError, OSError) as exc:
             log.exception("store failure during %s", stage)
             yield self._fail(recorder, "store-error", f"{stage}: {exc}")
             return

@@ -1,0 +1,268 @@
+"""The GraphRAG pipeline end to end on real on-disk stores: offline provider, and the openai
+provider through the real openai client against a scripted OpenAI-compatible server on 127.0.0.1."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyoxigraph import Store, Triple
+from scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401  (the fixture)
+
+from server import vocab
+from server.config import SAMPLE_DATA, Config
+from server.explain.provenance import format_chain, source_chains
+from server.explain.trace import list_sessions, read_trace
+from server.rag.messages import GraphRagResponse
+from server.rag.pipeline import GraphRag, make_graph_rag
+from server.rag.retrieval import edge_id
+from server.store import GraphStore
+from server.vocab import ENTITY, RELATION
+
+QUESTION = "What is the capital of France?"
+CAPITAL_ID = edge_id("France", "capital", "Paris")
+CURRENCY_ID = edge_id("France", "currency", "Euro")
+OK_SELECTION = json.dumps({"id": CAPITAL_ID, "reasoning": "it names the capital"})
+
+
+@pytest.fixture
+def sample(request: pytest.FixtureRequest) -> GraphStore:
+    """The sample dataset once it exists, else the small France graph with the same conventions."""
+    return request.getfixturevalue("sample_store" if SAMPLE_DATA.exists() else "france_store")
+
+
+def offline(store: GraphStore) -> GraphRag:
+    return make_graph_rag(store, Config(llm="offline", store_path=None))
+
+
+def scripted(store: GraphStore, server: ScriptedLLM, **options: object) -> GraphRag:
+    config = Config(store_path=None, llm="openai", llm_base_url=server.base_url, llm_api_key="test",
+                    llm_model="scripted-model", llm_retries=0, **options)
+    return make_graph_rag(store, config)
+
+
+def kinds(messages: list[GraphRagResponse]) -> list[str]:
+    """``explain:session``, ``chunk``, ``final``, ``error:<type>`` ... per message."""
+    out = []
+    for m in messages:
+        if m.error:
+            out.append(f"error:{m.error['type']}")
+        elif m.message_type == "explain":
+            entity = m.explain_id.removeprefix("urn:trustgraph:").removeprefix("prov:")
+            out.append("explain:" + entity.split(":")[0])
+        else:
+            out.append("final" if m.end_of_session else "chunk")
+    return out
+
+
+def assert_consistent(store: GraphStore) -> None:
+    """No answer entity without its text, no edge node outside a selection, no entity without its session."""
+    g = f"<{store.explain_graph.value}>"
+    prefix = "PREFIX tg: <https://trustgraph.ai/ns/> PREFIX prov: <http://www.w3.org/ns/prov#> "
+    checks = {
+        "answer without text": f"ASK {{ GRAPH {g} {{ ?a tg:document ?d }} "
+                               "FILTER NOT EXISTS { GRAPH <urn:trustgraph:graph:librarian> { ?d tg:content ?t } } }",
+        "dangling edge node": f"ASK {{ GRAPH {g} {{ ?n tg:edge ?e "
+                              "FILTER NOT EXISTS { ?sel tg:selectedEdge ?n } } }",
+        "selection without retrieval": f"ASK {{ GRAPH {g} {{ ?sel tg:selectedEdge ?n "
+                                       "FILTER NOT EXISTS { ?sel prov:wasDerivedFrom ?r . "
+                                       "?r prov:wasGeneratedBy ?s } } }",
+        "retrieval without session": f"ASK {{ GRAPH {g} {{ ?r prov:wasGeneratedBy ?s "
+                                     "FILTER NOT EXISTS { ?s tg:query ?q } } }",
+    }
+    for name, query in checks.items():
+        assert not store.raw.query(prefix + query), name
+
+
+def session_of(messages: list[GraphRagResponse]) -> str:
+    return messages[0].explain_id
+
+
+# --- the acceptance path: sample data, offline provider ----------------------------------------
+
+def test_capital_of_france_is_answered_and_traced_to_its_chunk(sample: GraphStore) -> None:
+    messages = list(offline(sample).run(QUESTION))
+    assert kinds(messages) == ["explain:session", "explain:retrieval", "explain:selection"] + \
+        ["chunk"] * (len(messages) - 5) + ["explain:answer", "final"]
+    answer = "".join(m.response for m in messages if m.message_type == "chunk")
+    assert "Paris" in answer
+    trace = read_trace(sample, session_of(messages))
+    assert trace["answer_text"] == answer and trace["model"] == "offline" and trace["collection"] == "default"
+    assert trace["question"] == QUESTION and trace["status"] == "answered" and trace["edge_count"] >= 1
+    [capital] = [e for e in trace["edges"] if e["p"] == RELATION.capital.value]
+    assert capital["s"] == ENTITY.france.value and capital["o"] == ENTITY.paris.value
+    assert capital["labels"] == ["France", "capital", "Paris"] and capital["reasoning"]
+    [chain] = capital["sources"]
+    assert chain[0]["iri"] == vocab.chunk_iri("fr", 4, 2).value and chain[0]["type"] == "Chunk"
+    assert (chain[1]["iri"], chain[1]["label"], chain[1]["title"]) == (vocab.page_iri("fr", 4).value, "Page 4",
+                                                                       "Government")
+    assert chain[2]["iri"] == vocab.document_iri("fr").value
+    assert format_chain(chain) == "Chunk 2 → Page 4 → France"
+    assert source_chains(sample, Triple(ENTITY.france, RELATION.capital, ENTITY.paris)) == capital["sources"]
+    assert_consistent(sample)
+
+
+def test_explain_messages_carry_the_vocab_iris(france_store: GraphStore) -> None:
+    messages = list(offline(france_store).run(QUESTION))
+    explains = [m for m in messages if m.message_type == "explain"]
+    sid = vocab.session_id_of(explains[0].explain_id)
+    assert [m.explain_id for m in explains] == [vocab.session_iri(sid).value, vocab.retrieval_iri(sid).value,
+                                                vocab.selection_iri(sid).value, vocab.answer_iri(sid).value]
+    assert {m.explain_collection for m in explains} == {"explainability"}
+    final = messages[-1]
+    assert final.to_dict() == {"message_type": "chunk", "response": "", "error": None, "end_of_stream": True,
+                               "end_of_session": True, "explain_id": None, "explain_collection": None}
+    assert not any(m.end_of_session for m in messages[:-1])
+    json.dumps([m.to_dict() for m in messages])
+
+
+def test_the_session_is_recorded_before_retrieval_runs(france_store: GraphStore) -> None:
+    stream = offline(france_store).run(QUESTION)
+    first = next(stream)
+    trace = read_trace(france_store, first.explain_id)
+    assert trace["question"] == QUESTION and trace["retrieval"] is None and trace["status"] == "incomplete"
+    stream.close()  # the client goes away
+    trace = read_trace(france_store, first.explain_id)
+    assert trace["status"] == "failed" and trace["error"]["type"] == "cancelled"
+    assert_consistent(france_store)
+
+
+def test_reifier_form_provenance_traces_through_the_pipeline(france_store: GraphStore) -> None:
+    messages = list(offline(france_store).run("What currency does France use?"))
+    trace = read_trace(france_store, session_of(messages))
+    [currency] = [e for e in trace["edges"] if e["p"] == RELATION.currency.value]
+    assert [format_chain(c) for c in currency["sources"]] == ["Chunk 1 → Page 5 → France"]
+
+
+def test_not_explainable_writes_nothing_to_the_explain_graph(france_store: GraphStore) -> None:
+    before = len(france_store.raw)
+    messages = list(offline(france_store).run(QUESTION, explainable=False))
+    assert set(kinds(messages)) == {"chunk", "final"} and kinds(messages)[-1] == "final"
+    assert "Paris" in "".join(m.response for m in messages)
+    assert not france_store.raw.contains_named_graph(france_store.explain_graph)
+    assert len(france_store.raw) == before
+
+
+@pytest.mark.parametrize(("question", "collection", "error_type"), [
+    (QUESTION, "nope", "not-found"), ("  ", "default", "bad-request"), (QUESTION, "bad name", "bad-request")])
+def test_bad_input_is_one_error_message_and_no_write(france_store: GraphStore, question: str, collection: str,
+                                                     error_type: str) -> None:
+    before = len(france_store.raw)
+    [message] = list(offline(france_store).run(question, collection=collection))
+    assert message.error["type"] == error_type and message.error["message"]
+    assert message.end_of_session and message.end_of_stream
+    assert len(france_store.raw) == before
+
+
+def test_no_matching_facts_ends_with_an_error_and_a_failed_session(france_store: GraphStore) -> None:
+    messages = list(offline(france_store).run("Quelle heure est-il à Tombouctou?"))
+    assert kinds(messages) == ["explain:session", "explain:retrieval", "error:no-edges"]
+    trace = read_trace(france_store, session_of(messages))
+    assert trace["edge_count"] == 0 and trace["status"] == "failed" and trace["error"]["type"] == "no-edges"
+
+
+def test_a_store_that_refuses_writes_is_a_store_error(france_store: GraphStore) -> None:
+    france_store.flush()
+    france_store.raw = Store.read_only(str(france_store.path))
+    [message] = list(offline(france_store).run(QUESTION))
+    assert message.error["type"] == "store-error" and "explainability" in message.error["message"]
+    assert list_sessions(france_store) == []
+
+
+# --- the openai provider against a scripted server ---------------------------------------------
+
+def test_scripted_llm_happy_path(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+    scripted_llm.reply("```jsonl\n" + OK_SELECTION + "\n```")
+    scripted_llm.reply("Paris is the capital.", pieces=["Paris ", "is the ", "capital."])
+    messages = list(scripted(france_store, scripted_llm).run(QUESTION))
+    assert kinds(messages) == ["explain:session", "explain:retrieval", "explain:selection", "chunk", "chunk",
+                               "chunk", "explain:answer", "final"]
+    assert [m.response for m in messages[3:6]] == ["Paris ", "is the ", "capital."]
+    select_prompt, answer_prompt = (r.prompt for r in scripted_llm.requests)
+    assert CAPITAL_ID in select_prompt and "Euro" not in answer_prompt and "Paris" in answer_prompt
+    trace = read_trace(france_store, session_of(messages))
+    assert trace["model"] == "scripted-model" and trace["answer_text"] == "Paris is the capital."
+    assert [(e["o"], e["reasoning"]) for e in trace["edges"]] == [(ENTITY.paris.value, "it names the capital")]
+    assert_consistent(france_store)
+
+
+def test_unknown_ids_are_dropped_and_known_ones_kept(france_store: GraphStore,
+                                                     scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+    scripted_llm.reply('{"id": "deadbeef", "reasoning": "made up"}\n' + OK_SELECTION + "\n" + OK_SELECTION)
+    scripted_llm.reply("Paris.")
+    messages = list(scripted(france_store, scripted_llm).run(QUESTION))
+    assert kinds(messages)[-2:] == ["explain:answer", "final"]
+    trace = read_trace(france_store, session_of(messages))
+    assert [e["o"] for e in trace["edges"]] == [ENTITY.paris.value]
+
+
+@pytest.mark.parametrize("reply", ["I think the capital edge is relevant.", '{"id": "deadbeef", "reasoning": "x"}',
+                                   '{"id": ', ""])
+def test_a_selection_without_valid_ids_is_an_error(france_store: GraphStore, scripted_llm: ScriptedLLM,  # noqa: F811
+                                                   reply: str) -> None:
+    scripted_llm.reply(reply)
+    messages = list(scripted(france_store, scripted_llm).run(QUESTION))
+    assert kinds(messages) == ["explain:session", "explain:retrieval", "error:no-selection"]
+    assert "3 retrieved edges" in messages[-1].error["message"]
+    trace = read_trace(france_store, session_of(messages))
+    assert trace["status"] == "failed" and trace["edge_count"] == 3
+    assert trace["selection"] is None and trace["answer"] is None and trace["edges"] == []
+    assert len(scripted_llm.requests) == 1  # no synthesis call
+    assert_consistent(france_store)
+
+
+def test_http_500_at_selection(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+    scripted_llm.fail(500, "model exploded")
+    messages = list(scripted(france_store, scripted_llm).run(QUESTION))
+    assert kinds(messages) == ["explain:session", "explain:retrieval", "error:llm-error"]
+    assert "HTTP 500" in messages[-1].error["message"] and "model exploded" in messages[-1].error["message"]
+    assert messages[-1].error["message"].startswith("selection: ")
+    trace = read_trace(france_store, session_of(messages))
+    assert trace["error"] == messages[-1].error and trace["selection"] is None
+    assert_consistent(france_store)
+
+
+def test_http_500_at_synthesis_leaves_the_selection_and_no_answer(france_store: GraphStore,
+                                                                  scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+    scripted_llm.reply(OK_SELECTION)
+    scripted_llm.fail(500)
+    messages = list(scripted(france_store, scripted_llm).run(QUESTION))
+    assert kinds(messages) == ["explain:session", "explain:retrieval", "explain:selection", "error:llm-error"]
+    assert messages[-1].error["message"].startswith("synthesis: ") and "HTTP 500" in messages[-1].error["message"]
+    trace = read_trace(france_store, session_of(messages))
+    assert trace["status"] == "failed" and len(trace["edges"]) == 1 and trace["edges"][0]["sources"]
+    assert trace["answer"] is None and trace["answer_text"] is None
+    assert_consistent(france_store)
+
+
+def test_failure_in_the_middle_of_the_answer_stream(france_store: GraphStore,
+                                                    scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+    scripted_llm.reply(OK_SELECTION)
+    scripted_llm.reply(pieces=["Paris ", "is "], stream_error="overloaded")
+    messages = list(scripted(france_store, scripted_llm).run(QUESTION))
+    assert kinds(messages) == ["explain:session", "explain:retrieval", "explain:selection", "chunk", "chunk",
+                               "error:llm-error"]
+    assert "overloaded" in messages[-1].error["message"]
+    trace = read_trace(france_store, session_of(messages))
+    assert trace["status"] == "failed" and trace["answer"] is None
+    answer_document = vocab.answer_document_iri(vocab.session_id_of(trace["session"]))
+    assert not list(france_store.raw.quads_for_pattern(answer_document, None, None))
+    assert_consistent(france_store)
+
+
+def test_an_llm_that_times_out(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+    scripted_llm.stall(30)
+    messages = list(scripted(france_store, scripted_llm, llm_timeout_s=0.3).run(QUESTION))
+    assert kinds(messages) == ["explain:session", "explain:retrieval", "error:llm-error"]
+    assert "timed out" in messages[-1].error["message"]
+    trace = read_trace(france_store, session_of(messages))
+    assert trace["status"] == "failed" and "timed out" in trace["error"]["message"]
+    assert_consistent(france_store)
+
+
+def test_an_empty_answer_is_an_error_not_an_empty_answer_entity(france_store: GraphStore,
+                                                                scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+    scripted_llm.reply(OK_SELECTION)
+    scripted_llm.reply(pieces=[])
+    messages = list(scripted(france_store, scripted_llm).run(QUESTION))
+    assert kinds(messages)[-1] == "error:llm-error" and "empty answer" in messages[-1].error["message"]
+    assert read_trace(france_store, session_of(messages))["answer"] is None
