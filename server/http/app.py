@@ -1,24 +1,45 @@
 """The Flask application factory: one store and one pipeline per process, a blueprint per area."""
 from __future__ import annotations
 
-from flask import Flask
+from flask import Flask, Response, request
 
 from server.config import TEMPLATES_DIR, Config
 from server.store import GraphStore
+
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, HEAD, POST, PUT, DELETE, OPTIONS",
+    "Access-Control-Allow-Headers": "Accept, Authorization, Content-Type, Last-Event-ID",
+    "Access-Control-Max-Age": "86400",
+}
 
 
 def create_app(config: Config | None = None, store: GraphStore | None = None) -> Flask:
     """Build the app; ``store`` defaults to the configured one (with the sample data on first start)."""
     from server.bootstrap import open_store
+    from server.http.errors import install_error_handlers
+    from server.http.ops import install_request_logging
 
     config = config or Config.from_env()
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR))
     app.config["GLASSGRAPH"] = config
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
+    app.config["MAX_FORM_MEMORY_SIZE"] = config.max_body_bytes
     app.extensions["glassgraph.store"] = store if store is not None else open_store(config)
 
     from server.http import api, console, graph_store, ops, sparql
 
     for module in (ops, sparql, graph_store, api, console):
         app.register_blueprint(module.blueprint)
+    install_error_handlers(app)
+    install_request_logging(app)
+    app.after_request(_cors)
     return app
+
+
+def _cors(response: Response) -> Response:
+    """Any origin may read (browser consoles, other sites); writes still need the bearer token."""
+    for key, value in CORS_HEADERS.items():
+        if key == "Access-Control-Allow-Origin" or request.method == "OPTIONS":
+            response.headers.setdefault(key, value)
+    return response

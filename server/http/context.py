@@ -1,0 +1,38 @@
+"""Per-app objects for the blueprints (the store, the config) and the write-access rule."""
+from __future__ import annotations
+
+import hmac
+
+from flask import current_app, request
+
+from server.config import Config
+from server.http.errors import HttpError
+from server.store import GraphStore
+
+
+def current_store() -> GraphStore:
+    return current_app.extensions["glassgraph.store"]
+
+
+def current_config() -> Config:
+    return current_app.config["GLASSGRAPH"]
+
+
+def require_write_access() -> None:
+    """Writes need ``Authorization: Bearer <GLASSGRAPH_TOKEN>``.
+
+    403 in read-only mode or when no token is configured (writes disabled), 401 without
+    credentials, 403 with a wrong token.
+    """
+    config = current_config()
+    if config.read_only:
+        raise HttpError(403, "this server is read-only (GLASSGRAPH_READ_ONLY): writes are disabled")
+    if not config.token:
+        raise HttpError(403, "writes are disabled: no GLASSGRAPH_TOKEN is configured")
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        raise HttpError(401, "writes need the header 'Authorization: Bearer <token>'",
+                        {"WWW-Authenticate": 'Bearer realm="glassgraph"'})
+    if not hmac.compare_digest(given.strip().encode(), config.token.encode()):
+        raise HttpError(403, "wrong bearer token", {"WWW-Authenticate": 'Bearer realm="glassgraph", '
+                                                                         'error="invalid_token"'})

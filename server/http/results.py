@@ -1,0 +1,127 @@
+"""SPARQL query results (SELECT rows, ASK booleans) written as SPARQL JSON, XML, CSV and TSV.
+
+pyoxigraph can only serialize a whole ``QuerySolutions`` iterator, which leaves no room to count
+rows or check a deadline; the endpoint therefore pulls the rows itself and writes them here, in
+the same shapes as Oxigraph (RDF 1.2 triple terms included: ``{"type": "triple", ...}`` in JSON,
+``<triple>`` in XML, ``<<( s p o )>>`` in TSV).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from xml.sax.saxutils import escape, quoteattr
+
+from pyoxigraph import BlankNode, Literal, NamedNode, Triple
+
+from server.vocab import XSD
+
+Row = Sequence[object]  # one value (term or None) per variable
+_BATCH = 500
+_XSD_STRING = XSD.string.value
+
+
+def _json_term(term: object) -> dict:
+    if isinstance(term, NamedNode):
+        return {"type": "uri", "value": term.value}
+    if isinstance(term, BlankNode):
+        return {"type": "bnode", "value": term.value}
+    if isinstance(term, Triple):
+        return {"type": "triple", "value": {"subject": _json_term(term.subject),
+                                            "predicate": _json_term(term.predicate),
+                                            "object": _json_term(term.object)}}
+    assert isinstance(term, Literal)
+    out = {"type": "literal", "value": term.value}
+    if term.language:
+        out["xml:lang"] = term.language
+    elif term.datatype.value != _XSD_STRING:
+        out["datatype"] = term.datatype.value
+    return out
+
+
+def _xml_term(term: object) -> str:
+    if isinstance(term, NamedNode):
+        return f"<uri>{escape(term.value)}</uri>"
+    if isinstance(term, BlankNode):
+        return f"<bnode>{escape(term.value)}</bnode>"
+    if isinstance(term, Triple):
+        return (f"<triple><subject>{_xml_term(term.subject)}</subject><predicate>{_xml_term(term.predicate)}"
+                f"</predicate><object>{_xml_term(term.object)}</object></triple>")
+    assert isinstance(term, Literal)
+    if term.language:
+        return f"<literal xml:lang={quoteattr(term.language)}>{escape(term.value)}</literal>"
+    if term.datatype.value != _XSD_STRING:
+        return f"<literal datatype={quoteattr(term.datatype.value)}>{escape(term.value)}</literal>"
+    return f"<literal>{escape(term.value)}</literal>"
+
+
+def _tsv_term(term: object) -> str:
+    if term is None:
+        return ""
+    if isinstance(term, Triple):
+        return f"<<( {_tsv_term(term.subject)} {_tsv_term(term.predicate)} {_tsv_term(term.object)} )>>"
+    return str(term)
+
+
+def _csv_value(term: object) -> str:
+    if term is None:
+        return ""
+    if isinstance(term, Triple):
+        text = " ".join(_csv_value(t) for t in (term.subject, term.predicate, term.object))
+    elif isinstance(term, BlankNode):
+        text = "_:" + term.value
+    else:
+        text = term.value  # type: ignore[union-attr]
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _xml_row(variables: Sequence[str], row: Row) -> str:
+    bindings = "".join(f"<binding name={quoteattr(v)}>{_xml_term(t)}</binding>"
+                       for v, t in zip(variables, row, strict=True) if t is not None)
+    return f"<result>{bindings}</result>"
+
+
+def _batched(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
+    for start in range(0, len(rows), _BATCH):
+        yield rows[start:start + _BATCH]
+
+
+def write_solutions(fmt: str, variables: Sequence[str], rows: Sequence[Row]) -> Iterator[bytes]:
+    """The SELECT result in ``fmt`` ("json", "xml", "csv", "tsv"), in chunks."""
+    if fmt == "json":
+        head = json.dumps({"head": {"vars": list(variables)}}, separators=(",", ":"))
+        yield (head[:-1] + ',"results":{"bindings":[').encode()
+        first = True
+        for batch in _batched(rows):
+            parts = [json.dumps({v: _json_term(t) for v, t in zip(variables, row, strict=True) if t is not None},
+                                ensure_ascii=False, separators=(",", ":")) for row in batch]
+            yield (("" if first else ",") + ",".join(parts)).encode()
+            first = False
+        yield b"]}}"
+    elif fmt == "xml":
+        head = "".join(f"<variable name={quoteattr(v)}/>" for v in variables)
+        yield (f'<?xml version="1.0"?><sparql xmlns="http://www.w3.org/2005/sparql-results#"><head>{head}'
+               f"</head><results>").encode()
+        for batch in _batched(rows):
+            yield "".join(_xml_row(variables, row) for row in batch).encode()
+        yield b"</results></sparql>"
+    elif fmt == "csv":
+        yield (",".join(variables) + "\r\n").encode()
+        for batch in _batched(rows):
+            yield "".join(",".join(_csv_value(t) for t in row) + "\r\n" for row in batch).encode()
+    else:
+        yield ("\t".join("?" + v for v in variables) + "\n").encode()
+        for batch in _batched(rows):
+            yield "".join("\t".join(_tsv_term(t) for t in row) + "\n" for row in batch).encode()
+
+
+def write_boolean(fmt: str, value: bool) -> bytes:
+    """The ASK result in ``fmt``."""
+    text = "true" if value else "false"
+    if fmt == "json":
+        return json.dumps({"head": {}, "boolean": value}).encode()
+    if fmt == "xml":
+        return (f'<?xml version="1.0"?><sparql xmlns="http://www.w3.org/2005/sparql-results#"><head/>'
+                f"<boolean>{text}</boolean></sparql>").encode()
+    return (text + ("\r\n" if fmt == "csv" else "\n")).encode()

@@ -1,0 +1,196 @@
+"""Static checks on SPARQL text that pyoxigraph cannot do for us (it has no syntax-tree API).
+
+A small lexer classifies the text the way the SPARQL grammar does: comments, strings (short and
+long, with escapes), IRIs, variables, prefixed names, language tags, keywords and punctuation.
+Keywords are the only place where ``SERVICE``, ``LOAD``, ``FROM``, ``USING``, ``WITH`` and
+``WHERE`` mean anything, so a word hidden in a comment, string, IRI or name is not mistaken for
+one. Because a lexer that disagreed with the real parser could be fooled, :func:`check_remote_calls`
+also verifies its reading with the parser: every occurrence of ``SERVICE``/``LOAD`` in the raw text
+that the lexer calls harmless is renamed, and the renamed text must still parse. If the lexer had
+missed a real keyword, the rename breaks the syntax and the request is refused.
+(pyoxigraph does not unescape ``\\u`` codepoints outside strings and IRIs, so no keyword can be
+spelled with escapes.)
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urljoin
+
+from pyoxigraph import NamedNode, Store
+
+from server.sparql_templates import render_term
+
+_LEXER = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<comment>\#[^\n\r]*)
+  | (?P<string>'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n\r])*'|"(?:\\.|[^"\\\n\r])*")
+  | (?P<iri><[^<>"{}|^`\\\x00-\x20]*>)
+  | (?P<var>[?$][\w\u00b7]+)
+  | (?P<langtag>@[A-Za-z]+(?:-[A-Za-z0-9]+)*)
+  | (?P<pname>(?:[A-Za-z_][\w.\-]*)?:(?:[\w:%.\-]|\\.)*)
+  | (?P<word>[A-Za-z_][\w\-]*)
+  | (?P<punct>.)
+""", re.VERBOSE | re.DOTALL)
+_REMOTE_WORDS = re.compile(r"\b(SERVICE|LOAD)\b", re.IGNORECASE)
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
+
+
+class GuardError(ValueError):
+    """The request is refused: ``status`` 400 (cannot be checked / conflicting) or 403 (not allowed)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str
+    value: str
+    start: int
+    end: int
+
+    def is_word(self, *words: str) -> bool:
+        return self.kind == "word" and self.value.upper() in words
+
+
+def tokenize(text: str) -> list[Token]:
+    """The significant tokens of ``text`` (whitespace and comments dropped)."""
+    return [Token(m.lastgroup or "punct", m.group(), m.start(), m.end())
+            for m in _LEXER.finditer(text) if m.lastgroup not in ("ws", "comment")]
+
+
+def _iri_value(token: Token, base: str | None) -> str:
+    raw = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), token.value[1:-1])
+    return urljoin(base, raw) if base else raw
+
+
+def _term_iri(token: Token | None, prefixes: dict[str, str], base: str | None) -> str | None:
+    """The IRI an IRI or prefixed-name token denotes; None for a variable or anything else."""
+    if token is None:
+        return None
+    if token.kind == "iri":
+        return _iri_value(token, base)
+    if token.kind == "pname":
+        prefix, _, local = token.value.partition(":")
+        if prefix in prefixes:
+            return prefixes[prefix] + re.sub(r"\\(.)", r"\1", local)
+    return None
+
+
+def _remote_targets(tokens: Sequence[Token]) -> list[tuple[Token, str | None]]:
+    """Each SERVICE/LOAD keyword with the endpoint IRI it calls (None when not a constant IRI)."""
+    prefixes: dict[str, str] = {}
+    base: str | None = None
+    found = []
+    for index, token in enumerate(tokens):
+        nxt = tokens[index + 1] if index + 1 < len(tokens) else None
+        if token.is_word("BASE") and nxt is not None and nxt.kind == "iri":
+            base = _iri_value(nxt, base)
+        elif token.is_word("PREFIX") and nxt is not None and nxt.kind == "pname" and index + 2 < len(tokens):
+            target = tokens[index + 2]
+            if target.kind == "iri":
+                prefixes[nxt.value.rstrip(":")] = _iri_value(target, base)
+        elif token.is_word("SERVICE", "LOAD"):
+            if nxt is not None and nxt.is_word("SILENT"):
+                nxt = tokens[index + 2] if index + 2 < len(tokens) else None
+            found.append((token, _term_iri(nxt, prefixes, base)))
+    return found
+
+
+def _still_parses(text: str, is_update: bool) -> bool:
+    scratch = Store()  # in memory, empty: parsing (and for updates, running) it touches nothing real
+    try:
+        if is_update:
+            scratch.update(text)
+        else:
+            scratch.query(text)
+    except SyntaxError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def check_remote_calls(text: str, allow: Iterable[str], is_update: bool) -> None:
+    """Refuse SERVICE and LOAD unless their endpoint is in ``allow``; see the module docstring."""
+    occurrences = list(_REMOTE_WORDS.finditer(text))
+    if not occurrences:
+        return
+    allowed = set(allow)
+    genuine = _remote_targets(tokenize(text))
+    for token, endpoint in genuine:
+        keyword = token.value.upper()
+        if endpoint is None:
+            raise GuardError(403, f"{keyword} needs a constant endpoint IRI on this server "
+                                  "(a variable endpoint cannot be checked against GLASSGRAPH_SERVICE_ALLOW)")
+        if endpoint not in allowed:
+            raise GuardError(403, f"{keyword} <{endpoint}> is refused: remote calls are disabled unless the "
+                                  "endpoint is listed in GLASSGRAPH_SERVICE_ALLOW")
+    keyword_starts = {token.start for token, _ in genuine}
+    harmless = [m for m in occurrences if m.start() not in keyword_starts]
+    if not harmless:
+        return
+    if is_update and genuine:
+        raise GuardError(400, "an update that calls LOAD or SERVICE may not also mention those words "
+                              "in strings, names or comments")
+    chars = list(text)
+    for match in harmless:
+        chars[match.start()] = "X"  # SERVICE -> XERVICE, LOAD -> XOAD: no longer keywords
+    if not _still_parses("".join(chars), is_update):
+        raise GuardError(400, "malformed request, or SERVICE/LOAD used in a way this server cannot verify: "
+                              "refused without running it")
+
+
+def has_dataset_clause(text: str) -> bool:
+    """Whether a query has FROM / FROM NAMED (then it, not the union default graph, sets the dataset)."""
+    return any(token.is_word("FROM") for token in tokenize(text))
+
+
+def add_using(text: str, default_graphs: Sequence[NamedNode], named_graphs: Sequence[NamedNode]) -> str:
+    """Apply the protocol's using-graph-uri / using-named-graph-uri to every operation with a WHERE.
+
+    ``DELETE WHERE { P }`` becomes ``DELETE { P } USING ... WHERE { P }`` (the same operation).
+    An update that has its own USING or WITH is refused (SPARQL 1.1 Protocol section 2.2.3).
+    """
+    tokens = tokenize(text)
+    if any(token.is_word("USING", "WITH") for token in tokens):
+        raise GuardError(400, "using-graph-uri / using-named-graph-uri cannot be combined with USING or WITH "
+                              "in the update")
+    clause = " ".join([f"USING {render_term(g)}" for g in default_graphs]
+                      + [f"USING NAMED {render_term(g)}" for g in named_graphs])
+    pieces, cursor, depth = [], 0, 0
+    for index, token in enumerate(tokens):
+        if token.value == "{" and token.kind == "punct":
+            depth += 1
+        elif token.value == "}" and token.kind == "punct":
+            depth -= 1
+        elif depth == 0 and token.is_word("WHERE"):
+            previous = tokens[index - 1] if index else None
+            if previous is not None and previous.is_word("DELETE"):
+                end = _block_end(tokens, index + 1)
+                block = text[tokens[index + 1].start:tokens[end].end]
+                pieces.append(text[cursor:token.start] + f"{block} {clause} WHERE {block}")
+                cursor = tokens[end].end
+            else:
+                pieces.append(text[cursor:token.start] + clause + " ")
+                cursor = token.start
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+def _block_end(tokens: Sequence[Token], start: int) -> int:
+    """Index of the ``}`` closing the ``{`` at ``tokens[start]``."""
+    if start >= len(tokens) or tokens[start].value != "{":
+        raise GuardError(400, "malformed DELETE WHERE: expected '{'")
+    depth = 0
+    for index in range(start, len(tokens)):
+        if tokens[index].kind == "punct" and tokens[index].value == "{":
+            depth += 1
+        elif tokens[index].kind == "punct" and tokens[index].value == "}":
+            depth -= 1
+            if depth == 0:
+                return index
+    raise GuardError(400, "malformed DELETE WHERE: unbalanced braces")
