@@ -1,4 +1,200 @@
-"""Placeholder blueprint: filled in by its issue."""
-from flask import Blueprint
+"""The web console: server-rendered pages over the store and the explain traces.
+
+Pages show data without JavaScript; ``static/*.js`` adds the live parts (running SPARQL
+queries, streaming GraphRAG answers). ``resource_html`` is the HTML view of ``/resource``.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, current_app, render_template, request
+from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse
+from werkzeug.exceptions import BadRequest, NotFound
+
+from server import vocab
+from server.explain.provenance import node_name, source_chains_many
+from server.explain.trace import list_sessions, read_trace
+from server.store import GraphStore
 
 blueprint = Blueprint("console", __name__)
+
+EXAMPLE_QUESTIONS = (
+    "What is the capital of France?",
+    "What is the capital of Japan?",
+    "Which countries border Germany?",
+    "What currency does Brazil use?",
+)
+SESSIONS_PER_PAGE = 20
+EDGE_LIMIT = 500  # the LIMIT written in sparql/console_resource_{out,in}.rq
+DEFAULT_QUERY = """SELECT ?country ?capital WHERE {
+  GRAPH ?g { ?country r:capital ?capital }
+}
+LIMIT 25"""
+
+
+def _store() -> GraphStore:
+    return current_app.extensions["glassgraph.store"]
+
+
+@blueprint.app_template_filter("curie")
+def curie(iri: str) -> str:
+    """``https://trustgraph.ai/e/france`` -> ``e:france`` for the prefixes in use."""
+    for prefix, base in vocab.PREFIXES.items():
+        if iri.startswith(base) and len(iri) > len(base):
+            return f"{prefix}:{iri[len(base):]}"
+    return iri
+
+
+@blueprint.app_template_filter("when")
+def when(stamp: str | None) -> str:
+    """``2026-12-02T16:40:05.123Z`` -> ``2026-12-02 16:40:05 UTC``."""
+    if not stamp:
+        return "unknown time"
+    date, _, clock = stamp.partition("T")
+    return f"{date} {clock[:8]} UTC" if clock.endswith("Z") else stamp.replace("T", " ")
+
+
+@blueprint.app_template_filter("chain_name")
+def chain_name(node: dict) -> str:
+    return node_name(node)
+
+
+def term_view(term: object, labels: dict[NamedNode, str] | None = None) -> dict:
+    """A term as the ``term`` macro of ``templates/partials/terms.html`` shows it."""
+    labels = labels or {}
+    if isinstance(term, NamedNode):
+        return {"kind": "iri", "iri": term.value, "text": labels.get(term) or curie(term.value)}
+    if isinstance(term, Literal):
+        datatype = term.datatype.value
+        shown = None if term.language or datatype == vocab.XSD.string.value else curie(datatype)
+        return {"kind": "literal", "text": term.value, "lang": term.language, "datatype": shown}
+    if isinstance(term, BlankNode):
+        return {"kind": "bnode", "text": f"_:{term.value}"}
+    if isinstance(term, Triple):
+        return {"kind": "triple",
+                "parts": [term_view(t, labels) for t in (term.subject, term.predicate, term.object)]}
+    return {"kind": "literal", "text": str(term), "lang": None, "datatype": None}
+
+
+def _edge_triple(edge: dict) -> Triple:
+    """The edge of a trace as terms again, from its N-Triples rendering ``<<( s p o )>>``."""
+    inner = edge["triple"].removeprefix("<<(").removesuffix(")>>").strip()
+    quad = next(iter(parse(input=(inner + " .").encode(), format=RdfFormat.N_TRIPLES)))
+    return quad.triple
+
+
+def _trace_view(trace: dict) -> dict:
+    """A trace from ``read_trace`` with each edge's subject, predicate and object as term views."""
+    edges = []
+    for edge in trace["edges"]:
+        triple = _edge_triple(edge)
+        terms = (triple.subject, triple.predicate, triple.object)
+        views = [term_view(t) for t in terms]
+        for view, label in zip(views, edge["labels"], strict=True):
+            if view["kind"] == "iri":
+                view["text"] = label
+        edges.append({**edge, "terms": views})
+    return {**trace, "edges": edges}
+
+
+def _trace_or_404(iri: str | None) -> dict:
+    if not iri:
+        raise BadRequest("missing parameter id (a session IRI)")
+    trace = read_trace(_store(), iri)
+    if trace is None:
+        raise NotFound(f"no GraphRAG session {iri}")
+    return _trace_view(trace)
+
+
+@blueprint.get("/")
+def home() -> str:
+    collections = _store().collections()
+    return render_template("home.html", collections=collections, questions=EXAMPLE_QUESTIONS,
+                           sessions=list_sessions(_store(), limit=5))
+
+
+@blueprint.get("/console/sparql")
+def sparql_console() -> str:
+    prefixes = "".join(f"PREFIX {p}: <{base}>\n" for p, base in vocab.PREFIXES.items())
+    query = request.args.get("query")
+    return render_template("sparql.html", query=query if query is not None else prefixes + "\n" + DEFAULT_QUERY,
+                           shared=query is not None, prefixes=vocab.PREFIXES)
+
+
+@blueprint.get("/console/ask")
+def ask() -> str:
+    config = current_app.config["GLASSGRAPH"]
+    collections = [c["collection"] for c in _store().collections()] or [config.default_collection]
+    return render_template("ask.html", question=request.args.get("q", ""), questions=EXAMPLE_QUESTIONS,
+                           collections=collections, collection=config.default_collection)
+
+
+@blueprint.get("/console/trace")
+def trace() -> str:
+    return render_template("trace.html", trace=_trace_or_404(request.args.get("id")))
+
+
+_STAGES = {"session": vocab.session_iri("").value, "retrieval": vocab.retrieval_iri("").value,
+           "selection": vocab.selection_iri("").value, "answer": vocab.answer_iri("").value}
+
+
+@blueprint.get("/console/trace/part")
+def trace_part() -> str:
+    """One stage of a session as an HTML fragment, for the Ask page while it streams.
+
+    ``id`` is the IRI an explain event carried (session, retrieval, selection or answer).
+    """
+    iri = request.args.get("id", "")
+    kind = next((k for k, prefix in _STAGES.items() if iri.startswith(prefix)), None)
+    if kind is None:
+        raise BadRequest(f"not an explain IRI: {iri!r}")
+    return render_template("partials/trace_part.html", kind=kind, trace=_trace_or_404(iri))
+
+
+@blueprint.get("/console/sessions")
+def sessions() -> str:
+    page = request.args.get("page", "1")
+    if not page.isdigit() or int(page) < 1:
+        raise BadRequest("page must be a positive integer")
+    number = int(page)
+    rows = list_sessions(_store(), limit=SESSIONS_PER_PAGE + 1, offset=(number - 1) * SESSIONS_PER_PAGE)
+    return render_template("sessions.html", sessions=rows[:SESSIONS_PER_PAGE], page=number,
+                           has_next=len(rows) > SESSIONS_PER_PAGE)
+
+
+def resource_html(iri: str) -> str:
+    """The HTML view of ``/resource?iri=``: label, edges both ways, and the sources of each fact."""
+    try:
+        node = NamedNode(iri)
+    except ValueError as error:
+        raise BadRequest(f"not an IRI: {iri!r}") from error
+    store = _store()
+    outgoing = store.select("console_resource_out", bindings={"iri": node})
+    incoming = store.select("console_resource_in", bindings={"iri": node})
+    labels = _labels(store, [node] + [row[k] for row in outgoing + incoming for k in ("s", "p", "o", "g")
+                                      if k in row])
+    facts = {Triple(node, row["p"], row["o"]) for row in outgoing}
+    facts |= {Triple(row["s"], row["p"], node) for row in incoming}
+    chains = source_chains_many(store, facts)
+    subgraphs: dict[Triple, list[str]] = {}
+    for row in store.select("console_fact_subgraphs", values={"fact": list(facts)}) if facts else []:
+        subgraphs.setdefault(row["fact"], []).append(row["sg"].value)
+
+    def edge(row: dict, fact: Triple, other: str) -> dict:
+        return {"graph": term_view(row["g"], labels), "p": term_view(row["p"], labels),
+                "other": term_view(row[other], labels), "subgraphs": sorted(subgraphs.get(fact, [])),
+                "chains": chains.get(fact, [])}
+
+    out_edges = [edge(row, Triple(node, row["p"], row["o"]), "o") for row in outgoing]
+    in_edges = [edge(row, Triple(row["s"], row["p"], node), "s") for row in incoming]
+    return render_template("resource.html", iri=iri, label=labels.get(node), out_edges=out_edges,
+                           in_edges=in_edges, limit=EDGE_LIMIT)
+
+
+def _labels(store: GraphStore, terms: list[object]) -> dict[NamedNode, str]:
+    """rdfs:labels of the IRIs among ``terms``, in one query over every graph."""
+    iris = list(dict.fromkeys(t for t in terms if isinstance(t, NamedNode)))
+    if not iris:
+        return {}
+    labels: dict[NamedNode, str] = {}
+    for row in store.select("explain_labels", values={"term": iris}):
+        labels.setdefault(row["term"], row["label"].value)
+    return labels

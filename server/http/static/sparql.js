@@ -1,0 +1,250 @@
+/* SPARQL console: runs the editor's query against /sparql, shows rows, errors with their
+   position, download links per format, a shareable URL and a history in localStorage. */
+"use strict";
+
+(() => {
+  const form = document.getElementById("sparql-form");
+  const editor = document.getElementById("query");
+  const status = document.getElementById("status");
+  const share = document.getElementById("share");
+  const area = document.getElementById("result-area");
+  const title = document.getElementById("result-title");
+  const downloads = document.getElementById("downloads");
+  const errorBox = document.getElementById("error");
+  const results = document.getElementById("results");
+  const historyList = document.getElementById("history");
+  const HISTORY_KEY = "glassgraph.sparql.history";
+  const HISTORY_MAX = 30;
+  const RESULT_FORMATS = [["JSON", "json"], ["XML", "xml"], ["CSV", "csv"], ["TSV", "tsv"]];
+  const GRAPH_FORMATS = [["Turtle", "turtle"], ["N-Triples", "ntriples"], ["RDF/XML", "rdfxml"]];
+
+  GlassTerms.setPrefixes(JSON.parse(document.getElementById("prefixes").textContent));
+
+  /** The query form (SELECT, ASK, CONSTRUCT, DESCRIBE) after the prologue and comments. */
+  function queryForm(query) {
+    let rest = query;
+    for (;;) {
+      rest = rest.trimStart();
+      const skip = rest.match(/^(#[^\n]*|PREFIX\s+[^\s:]*:\s*<[^>]*>|BASE\s*<[^>]*>)/i);
+      if (!skip) break;
+      rest = rest.slice(skip[0].length);
+    }
+    const keyword = rest.match(/^(SELECT|ASK|CONSTRUCT|DESCRIBE)\b/i);
+    return keyword ? keyword[1].toUpperCase() : "SELECT";
+  }
+
+  function shareUrl(query) {
+    return `${location.pathname}?query=${encodeURIComponent(query)}`;
+  }
+
+  function updateShare() {
+    share.href = shareUrl(editor.value);
+  }
+
+  function setStatus(text) {
+    status.textContent = text;
+  }
+
+  function showDownloads(query, kind) {
+    downloads.replaceChildren("Download: ");
+    const formats = kind === "CONSTRUCT" || kind === "DESCRIBE" ? GRAPH_FORMATS
+      : kind === "ASK" ? RESULT_FORMATS.slice(0, 2) : RESULT_FORMATS;
+    formats.forEach(([label, format], index) => {
+      const link = document.createElement("a");
+      link.href = `/sparql?query=${encodeURIComponent(query)}&format=${format}`;
+      link.textContent = label;
+      link.setAttribute("download", `results.${format === "ntriples" ? "nt" : format === "turtle" ? "ttl" : format}`);
+      if (index) downloads.append(" · ");
+      downloads.append(link);
+    });
+  }
+
+  /** The server's message, from a JSON error body or plain text. */
+  function errorMessage(text) {
+    try {
+      const body = JSON.parse(text);
+      if (body && typeof body === "object") return body.message || body.error || text;
+    } catch (ignored) { /* plain text */ }
+    return text;
+  }
+
+  /** Shows an error; a "line:column" position in it selects that spot in the editor. */
+  function showError(text) {
+    const message = errorMessage(text).trim() || "The query failed.";
+    errorBox.replaceChildren();
+    const head = document.createElement("p");
+    head.className = "error-message";
+    head.textContent = message;
+    errorBox.append(head);
+    const where = message.match(/\bat (\d+):(\d+)/) || message.match(/\b(\d+):(\d+)\b/);
+    if (where) {
+      const line = Number(where[1]);
+      const column = Number(where[2]);
+      const lines = editor.value.split("\n");
+      if (line >= 1 && line <= lines.length) {
+        const pre = document.createElement("pre");
+        pre.className = "error-position";
+        pre.textContent = `line ${line}, column ${column}:\n${lines[line - 1]}\n${" ".repeat(Math.max(column - 1, 0))}^`;
+        errorBox.append(pre);
+        const offset = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0) + Math.max(column - 1, 0);
+        editor.focus();
+        editor.setSelectionRange(offset, Math.min(offset + 1, editor.value.length));
+      }
+    }
+    errorBox.hidden = false;
+    results.replaceChildren();
+    title.textContent = "Error";
+  }
+
+  function table(data) {
+    const vars = data.head.vars || [];
+    const rows = data.results.bindings;
+    const tableNode = document.createElement("table");
+    tableNode.className = "data results";
+    const headRow = tableNode.createTHead().insertRow();
+    for (const name of vars) {
+      const th = document.createElement("th");
+      th.textContent = `?${name}`;
+      headRow.append(th);
+    }
+    const body = tableNode.createTBody();
+    for (const binding of rows) {
+      const row = body.insertRow();
+      for (const name of vars) {
+        const cell = row.insertCell();
+        if (binding[name]) cell.append(GlassTerms.render(binding[name]));
+      }
+    }
+    return tableNode;
+  }
+
+  function showResult(kind, contentType, text, elapsed) {
+    results.replaceChildren();
+    if (contentType.includes("sparql-results+json")) {
+      const data = JSON.parse(text);
+      if (typeof data.boolean === "boolean") {
+        title.textContent = "Answer";
+        const answer = document.createElement("p");
+        answer.className = "boolean";
+        answer.textContent = String(data.boolean);
+        results.append(answer);
+        setStatus(`ASK answered in ${elapsed} ms`);
+        return 1;
+      }
+      const count = data.results.bindings.length;
+      title.textContent = `${count} ${count === 1 ? "row" : "rows"}`;
+      results.append(table(data));
+      setStatus(`${count} ${count === 1 ? "row" : "rows"} in ${elapsed} ms`);
+      return count;
+    }
+    const pre = document.createElement("pre");
+    pre.className = "graph-text";
+    pre.textContent = text;
+    results.append(pre);
+    const count = text.split("\n").filter((l) => l.trim() && !l.startsWith("@prefix")).length;
+    title.textContent = `${kind} result`;
+    setStatus(`${count} lines in ${elapsed} ms`);
+    return count;
+  }
+
+  async function run() {
+    const query = editor.value;
+    const kind = queryForm(query);
+    const accept = kind === "CONSTRUCT" || kind === "DESCRIBE" ? "text/turtle" : "application/sparql-results+json";
+    area.hidden = false;
+    errorBox.hidden = true;
+    setStatus("Running…");
+    showDownloads(query, kind);
+    history.replaceState(null, "", shareUrl(query));
+    updateShare();
+    const started = performance.now();
+    let response;
+    let text;
+    try {
+      response = await fetch("/sparql", {
+        method: "POST",
+        headers: { "Content-Type": "application/x-www-form-urlencoded", Accept: accept },
+        body: new URLSearchParams({ query }),
+      });
+      text = await response.text();
+    } catch (failure) {
+      setStatus("");
+      showError(`Cannot reach the server: ${failure.message}`);
+      return;
+    }
+    const elapsed = Math.round(performance.now() - started);
+    if (!response.ok) {
+      setStatus(`Error ${response.status}`);
+      showError(text);
+      return;
+    }
+    const count = showResult(kind, response.headers.get("Content-Type") || "", text, elapsed);
+    remember(query, count);
+  }
+
+  function loadHistory() {
+    try {
+      const items = JSON.parse(localStorage.getItem(HISTORY_KEY) || "[]");
+      return Array.isArray(items) ? items : [];
+    } catch (ignored) {
+      return [];
+    }
+  }
+
+  function remember(query, count) {
+    const items = loadHistory().filter((item) => item.query !== query);
+    items.unshift({ query, count, at: new Date().toISOString() });
+    try {
+      localStorage.setItem(HISTORY_KEY, JSON.stringify(items.slice(0, HISTORY_MAX)));
+    } catch (ignored) { /* storage full or disabled: history is a convenience */ }
+    renderHistory();
+  }
+
+  /** The first line of a query that is not prologue, to name it in the history. */
+  function summary(query) {
+    const line = query.split("\n").map((l) => l.trim()).find((l) => l && !/^(PREFIX|BASE|#)/i.test(l));
+    return line || query.trim().slice(0, 80);
+  }
+
+  function renderHistory() {
+    historyList.replaceChildren();
+    for (const item of loadHistory()) {
+      const li = document.createElement("li");
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "linklike";
+      button.textContent = summary(item.query);
+      button.title = item.query;
+      button.addEventListener("click", () => {
+        editor.value = item.query;
+        updateShare();
+        editor.focus();
+      });
+      const meta = document.createElement("span");
+      meta.className = "muted";
+      meta.textContent = ` ${new Date(item.at).toLocaleString()} · ${item.count} ${item.count === 1 ? "row" : "rows"}`;
+      li.append(button, meta);
+      historyList.append(li);
+    }
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    run();
+  });
+  editor.addEventListener("keydown", (event) => {
+    if ((event.ctrlKey || event.metaKey) && event.key === "Enter") {
+      event.preventDefault();
+      run();
+    }
+  });
+  editor.addEventListener("input", updateShare);
+  document.getElementById("clear-history").addEventListener("click", () => {
+    localStorage.removeItem(HISTORY_KEY);
+    renderHistory();
+  });
+
+  renderHistory();
+  updateShare();
+  if (editor.dataset.autorun === "true") run();
+})();
