@@ -154,7 +154,15 @@ def _sentence(subject: str, predicate: str, objects: list[str]) -> str:
     else:
         if len(words) > 1 and words[0].casefold() in _PREPOSITIONS | {"has", "have"}:
             words = words[1:]
-        noun = " ".join(words)
-        plural = len(objects) > 1 or lemma(words[-1]) != words[-1].casefold()
-        sentence = f"The {noun} of {subject} {'are' if plural else 'is'} {obj}"
+        head = words.index("of") - 1 if "of" in words[1:] else len(words) - 1  # "chief of state": "chief"
+        plural = lemma(words[head]) != words[head].casefold()
+        if len(objects) > 1 and not plural:
+            words[head], plural = _plural(words[head]), True
+        sentence = f"The {' '.join(words)} of {subject} {'are' if plural else 'is'} {obj}"
     return sentence + ("" if sentence.endswith((".", "!", "?")) else ".")
+
+
+def _plural(noun: str) -> str:
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "o", "u", ""):
+        return noun[:-1] + "ies"
+    return noun + ("es" if noun.endswith(("s", "x", "ch", "sh", "z")) else "s")
