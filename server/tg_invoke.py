@@ -135,6 +135,8 @@ class Client:
             text = "" if html else " ".join(response.text.split())[:200]
             return f"{status}: {text}" if text else status
         detail = body.get("error") or body.get("message") if isinstance(body, dict) else None
+        if isinstance(detail, dict) and detail.get("message"):  # {"error": {"type", "message"}}
+            detail = detail["message"]
         return f"{status}: {error_text(detail)}" if detail else status
 
     def graph_rag(self, question: str, collection: str, explainable: bool, streaming: bool,

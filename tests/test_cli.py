@@ -1,0 +1,297 @@
+"""The command-line tools as a user runs them: subprocesses against a real server and real stores.
+
+``tg-invoke-graph-rag`` talks over HTTP to a werkzeug server on 127.0.0.1 serving the shared
+``sample_store``; ``glassgraph`` runs on a store of its own (loaded with ``glassgraph load``),
+since one process at a time may open an on-disk store.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from werkzeug.serving import make_server
+
+from server.config import SAMPLE_DATA, Config
+from server.explain.trace import read_trace
+from server.explain_display import explain_kind
+from server.http.app import create_app
+from server.store import GraphStore
+from server.tg_invoke import _sse
+
+QUESTION = "What is the capital of France?"
+EDGE = "Edge: (France, capital, Paris)"
+CHAIN_TO_FRANCE = re.compile(r"^Source: Chunk \d+ → Page \d+ → France$")
+BLOCK = re.compile(r"^\[(\w+)\] (\S+)$")
+TOKEN = "s3cret-token"
+
+
+def _command(script: str, module: str) -> list[str]:
+    """The installed console script next to this interpreter, else ``python -m module``."""
+    found = shutil.which(script, path=str(Path(sys.executable).parent))
+    return [found] if found else [sys.executable, "-m", module]
+
+
+TG_INVOKE = _command("tg-invoke-graph-rag", "server.tg_invoke")
+GLASSGRAPH = _command("glassgraph", "server.cli")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GLASSGRAPH_", "OPENAI_"))}
+    env.update(GLASSGRAPH_LLM="offline", GLASSGRAPH_LOAD_SAMPLE="0", PYTHONIOENCODING="utf-8")
+    return env
+
+
+def run(command: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*command, *args], capture_output=True, text=True, encoding="utf-8", env=_env(),
+                          timeout=120)
+
+
+def _serve(app) -> Iterator[str]:
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join()
+
+
+@pytest.fixture(scope="module")
+def server_url(sample_store: GraphStore) -> Iterator[str]:
+    """A real HTTP server on loopback over the sample data (no token: reads and GraphRAG only)."""
+    config = Config.from_env({}, store_path=None, load_sample=False, llm="offline")
+    yield from _serve(create_app(config, store=sample_store))
+
+
+@pytest.fixture(scope="module")
+def token_server_url(sample_store: GraphStore) -> Iterator[str]:
+    """The same data behind a server that has a bearer token configured."""
+    config = Config.from_env({}, store_path=None, load_sample=False, llm="offline", token=TOKEN)
+    yield from _serve(create_app(config, store=sample_store))
+
+
+@pytest.fixture(scope="module")
+def cli_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A store of the CLI's own, loaded with the sample data by ``glassgraph load``."""
+    path = str(tmp_path_factory.mktemp("cli") / "store")
+    result = run(GLASSGRAPH, "--store", path, "load", str(SAMPLE_DATA), "-C", "default")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"loaded \d+ quads from 1 file\(s\); collection 'default' now holds [1-9]\d* triples",
+                     result.stdout), result.stdout
+    return path
+
+
+def blocks(stderr: str) -> list[tuple[str, str, list[str]]]:
+    """The explain blocks of a display: (kind, iri, body lines stripped)."""
+    found: list[tuple[str, str, list[str]]] = []
+    for line in stderr.splitlines():
+        match = BLOCK.match(line)
+        if match:
+            found.append((match.group(1), match.group(2), []))
+        elif found and line.strip():
+            found[-1][2].append(line.strip())
+    return found
+
+
+def edge_details(lines: list[str]) -> list[str]:
+    """The Edge/Reason/Source lines of a display, in order."""
+    return [line.strip() for line in lines if line.strip().startswith(("Edge:", "Reason:", "Source:"))]
+
+
+def sources_of(lines: list[str], edge: str) -> list[str]:
+    """The Source lines that follow ``edge`` up to the next edge."""
+    details = edge_details(lines)
+    start = details.index(edge)
+    following = []
+    for line in details[start + 1:]:
+        if line.startswith("Edge:"):
+            break
+        if line.startswith("Source:"):
+            following.append(line)
+    return following
+
+
+def assert_failure(result: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:
+    """Exit ``code``, no traceback, nothing on stdout, and a last stderr line naming the problem."""
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    last = result.stderr.strip().splitlines()[-1]
+    for needle in needles:
+        assert needle in last, (needle, result.stderr)
+    return last
+
+
+def assert_one_line_failure(result: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
+    assert_failure(result, code, *needles)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+# --- tg-invoke-graph-rag against a real server ---------------------------------------------------------
+
+def test_explainable_blocks_in_order_with_labels_and_sources(server_url: str, sample_store: GraphStore) -> None:
+    result = run(TG_INVOKE, "-u", server_url, "--explainable", "-q", QUESTION)
+    assert result.returncode == 0, result.stderr
+    found = blocks(result.stderr)
+    assert [kind for kind, _, _ in found] == ["session", "retrieval", "selection", "answer"]
+    session = found[0][1]
+    assert session.startswith("urn:trustgraph:session:")
+    session_id = session.removeprefix("urn:trustgraph:session:")
+    assert [iri for _, iri, _ in found[1:]] == [f"urn:trustgraph:prov:{kind}:{session_id}"
+                                                for kind in ("retrieval", "selection", "answer")]
+    selection = found[2][2]
+    count = int(re.fullmatch(r"Selected (\d+) edge\(s\)", selection[0]).group(1))
+    assert count == sum(line.startswith("Edge:") for line in selection) >= 1
+    assert EDGE in selection
+    chains = sources_of(selection, EDGE)
+    assert chains and any(CHAIN_TO_FRANCE.match(line) for line in chains), chains
+    # stdout holds the answer and nothing else: exactly the text the trace recorded
+    trace = read_trace(sample_store, session)
+    assert trace is not None and trace["answer_text"]
+    assert result.stdout.strip() == trace["answer_text"].strip()
+    assert "Paris" in result.stdout
+    assert "urn:trustgraph" not in result.stdout and "[" not in result.stdout
+
+
+def test_without_explainable_only_the_answer(server_url: str) -> None:
+    result = run(TG_INVOKE, "-u", server_url, "-q", QUESTION)
+    assert result.returncode == 0, result.stderr
+    assert "Paris" in result.stdout
+    assert result.stderr == ""
+
+
+def test_no_streaming_shows_the_same_blocks(server_url: str) -> None:
+    result = run(TG_INVOKE, "-u", server_url, "-x", "--no-streaming", "-q", QUESTION)
+    assert result.returncode == 0, result.stderr
+    found = blocks(result.stderr)
+    assert [kind for kind, _, _ in found] == ["session", "retrieval", "selection", "answer"]
+    assert EDGE in found[2][2]
+    assert "Paris" in result.stdout and "urn:trustgraph" not in result.stdout
+
+
+def test_json_format_prints_every_message(server_url: str) -> None:
+    result = run(TG_INVOKE, "-u", server_url, "-x", "--format", "json", "-q", QUESTION)
+    assert result.returncode == 0, result.stderr
+    messages = [json.loads(line) for line in result.stdout.splitlines()]
+    explains = [explain_kind(m["explain_id"]) for m in messages if m["message_type"] == "explain"]
+    assert explains == ["session", "retrieval", "selection", "answer"]
+    assert messages[-1]["end_of_session"] is True
+    assert "Paris" in "".join(m["response"] for m in messages if m["message_type"] == "chunk")
+
+
+def test_sse_stream_parses_to_the_same_messages(server_url: str) -> None:
+    body = {"query": QUESTION, "collection": "default", "explainable": True, "streaming": True}
+    with requests.post(server_url + "/api/graph-rag", json=body, stream=True, timeout=60,
+                       headers={"Accept": "text/event-stream"}) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        messages = list(_sse(line.decode("utf-8") for line in response.iter_lines()))
+    assert [m["message_type"] for m in messages if m["message_type"] == "explain"] == ["explain"] * 4
+    assert messages[-1]["end_of_session"] is True and not messages[-1]["error"]
+
+
+# --- glassgraph on a store of its own -----------------------------------------------------------------
+
+def test_ask_and_explain_print_the_same_edges_and_sources(cli_store: str) -> None:
+    asked = run(GLASSGRAPH, "--store", cli_store, "ask", "-x", "-q", QUESTION)
+    assert asked.returncode == 0, asked.stderr
+    found = blocks(asked.stderr)
+    assert [kind for kind, _, _ in found] == ["session", "retrieval", "selection", "answer"]
+    session = found[0][1]
+    shown = edge_details(found[2][2])
+    assert EDGE in shown and any(CHAIN_TO_FRANCE.match(line) for line in sources_of(shown, EDGE))
+    assert "urn:trustgraph" not in asked.stdout and "Paris" in asked.stdout
+
+    explained = run(GLASSGRAPH, "--store", cli_store, "explain", session)
+    assert explained.returncode == 0, explained.stderr
+    assert edge_details(explained.stdout.splitlines()) == shown
+    assert f"Question: {QUESTION}" in explained.stdout
+    assert explained.stdout.rstrip().endswith(asked.stdout.strip())  # the recorded answer closes the trace
+
+    as_json = run(GLASSGRAPH, "--store", cli_store, "explain", "--format", "json", session)
+    trace = json.loads(as_json.stdout)
+    assert trace["session"] == session
+    assert ["France", "capital", "Paris"] in [edge["labels"] for edge in trace["edges"]]
+
+    listed = run(GLASSGRAPH, "--store", cli_store, "sessions")
+    assert listed.returncode == 0
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["SESSION", "TIME", "QUESTION"]
+    assert any(row.startswith(session) and row.endswith(QUESTION) for row in rows)
+
+
+def test_collections_dump_backup_reindex(cli_store: str, tmp_path: Path) -> None:
+    listed = run(GLASSGRAPH, "--store", cli_store, "collections")
+    assert listed.returncode == 0
+    assert re.search(r"^default\s+[1-9]\d*\s+[1-9]\d*\s+urn:trustgraph:graph:default$", listed.stdout, re.M)
+
+    dumped = run(GLASSGRAPH, "--store", cli_store, "dump", "--format", "nt", "--graph", "urn:trustgraph:graph:default")
+    assert dumped.returncode == 0
+    assert "<https://trustgraph.ai/e/france> <https://trustgraph.ai/r/capital> <https://trustgraph.ai/e/paris> ." \
+        in dumped.stdout.splitlines()
+
+    target = tmp_path / "backup"
+    assert run(GLASSGRAPH, "--store", cli_store, "backup", str(target)).returncode == 0
+    copied = run(GLASSGRAPH, "--store", str(target), "collections")
+    assert copied.stdout == listed.stdout
+
+    reindexed = run(GLASSGRAPH, "--store", cli_store, "reindex", "-C", "default")
+    assert reindexed.returncode == 0
+    assert re.search(r"^default\s+[1-9]\d*$", reindexed.stdout, re.M)
+
+
+@pytest.mark.parametrize("command", ["serve", "load", "ask", "sessions", "explain", "collections", "dump",
+                                     "backup", "reindex"])
+def test_every_command_help_has_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from server.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert f"usage: glassgraph {command}" in text and "example:\n  glassgraph " in text
+
+
+# --- failures a user can cause: one line, a documented exit code, no traceback ------------------------
+
+def test_no_server_exits_3_naming_the_url() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    assert_one_line_failure(run(TG_INVOKE, "-u", url, "-q", QUESTION), 3, "cannot connect to", url)
+
+
+def test_wrong_collection_exits_1(server_url: str, cli_store: str) -> None:
+    assert_one_line_failure(run(TG_INVOKE, "-u", server_url, "-C", "nosuch", "-q", QUESTION), 1, "nosuch")
+    assert_one_line_failure(run(GLASSGRAPH, "--store", cli_store, "ask", "-C", "nosuch", "-q", QUESTION), 1, "nosuch")
+
+
+def test_bad_token_exits_1(token_server_url: str) -> None:
+    assert_one_line_failure(run(TG_INVOKE, "-u", token_server_url, "-t", "wrong", "-q", QUESTION), 1, "token")
+
+
+def test_empty_question_exits_2(server_url: str, cli_store: str) -> None:
+    assert_failure(run(TG_INVOKE, "-u", server_url, "-q", "   "), 2, "the question is empty")
+    assert_failure(run(GLASSGRAPH, "--store", cli_store, "ask", "-q", ""), 2, "the question is empty")
+
+
+def test_glassgraph_user_errors(cli_store: str, tmp_path: Path) -> None:
+    assert_one_line_failure(run(GLASSGRAPH, "--store", cli_store, "explain", "urn:trustgraph:session:nope"), 1,
+                            "no session")
+    assert_one_line_failure(run(GLASSGRAPH, "--store", cli_store, "load", str(tmp_path / "missing.ttl")), 1,
+                            "no such file")
+    held = tmp_path / "held"
+    holder = GraphStore(held)  # this process holds the store, as a running server would
+    assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "collections"), 3,
+                            f"the store at {held} is in use by another process")
+    holder.flush()
