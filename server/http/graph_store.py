@@ -1,4 +1,128 @@
-"""Placeholder blueprint: filled in by its issue."""
-from flask import Blueprint
+"""The SPARQL 1.1 Graph Store HTTP Protocol at ``/store`` (``?graph=IRI`` or ``?default``).
+
+GET/HEAD read a graph (404 if a named graph does not exist); PUT replaces, POST merges (201 when
+the graph is new, 204 otherwise); DELETE drops (204, or 404). Writes need the bearer token. A
+body is parsed completely before anything is written, and each write is one atomic update, so a
+bad body writes nothing.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, Response, request
+from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Triple, parse
+
+from server import vocab
+from server.http.context import current_store, require_write_access
+from server.http.errors import HttpError
+from server.http.negotiation import GRAPH_MEDIA
+from server.http.sparql import graph_response
 
 blueprint = Blueprint("graph_store", __name__)
+
+
+def _target() -> NamedNode | DefaultGraph:
+    """The graph the request names: exactly one of ``?graph=IRI`` and ``?default``."""
+    graphs = request.args.getlist("graph")
+    default = "default" in request.args
+    if default == bool(graphs) or len(graphs) > 1:
+        raise HttpError(400, "name exactly one graph: ?graph=<IRI> or ?default")
+    if default:
+        return DefaultGraph()
+    try:
+        return NamedNode(graphs[0])
+    except ValueError as error:
+        raise HttpError(400, f"graph: not an absolute IRI ({error})") from None
+
+
+def _exists(graph: NamedNode | DefaultGraph) -> bool:
+    return isinstance(graph, DefaultGraph) or current_store().raw.contains_named_graph(graph)
+
+
+def _render(term: object) -> str:
+    if isinstance(term, Triple):
+        return f"<<( {_render(term.subject)} {_render(term.predicate)} {_render(term.object)} )>>"
+    return str(term)  # pyoxigraph's escaped N-Triples form (blank nodes as _:id)
+
+
+def _graph_clause(graph: NamedNode | DefaultGraph) -> str:
+    return "DEFAULT" if isinstance(graph, DefaultGraph) else f"GRAPH {_render(graph)}"
+
+
+def _read_body(graph: NamedNode | DefaultGraph) -> list[Triple]:
+    """Every triple of the request body, or 400/415 before anything is written."""
+    fmt = GRAPH_MEDIA.get(request.mimetype) or (RdfFormat.from_media_type(request.mimetype)
+                                                if request.mimetype else None)
+    if fmt is None:
+        raise HttpError(415, f"unsupported Content-Type {request.mimetype or '(none)'}: send Turtle, N-Triples, "
+                             "RDF/XML, JSON-LD, TriG or N-Quads")
+    base = graph.value if isinstance(graph, NamedNode) else request.base_url
+    try:
+        quads = list(parse(request.get_data(cache=False), format=fmt, base_iri=base))
+    except (SyntaxError, ValueError) as error:
+        raise HttpError(400, f"the body is not valid {fmt.name}: {error}; nothing was written") from None
+    if any(not isinstance(q.graph_name, DefaultGraph) for q in quads):
+        raise HttpError(400, "a graph body must hold triples only, not named graphs; nothing was written")
+    return [q.triple for q in quads]
+
+
+def _write(graph: NamedNode | DefaultGraph, triples: list[Triple], replace: bool) -> Response:
+    """Replace or merge ``triples`` in one atomic update; 201 if the graph is new, else 204."""
+    store = current_store()
+    operations = []
+    if replace:
+        operations.append(f"CLEAR SILENT {_graph_clause(graph)}")
+    if isinstance(graph, NamedNode):
+        operations.append(f"CREATE SILENT GRAPH {_render(graph)}")
+    if triples:
+        body = "\n".join(f"{_render(t.subject)} {_render(t.predicate)} {_render(t.object)} ." for t in triples)
+        operations.append(f"INSERT DATA {{ GRAPH {_render(graph)} {{\n{body}\n}} }}" if isinstance(graph, NamedNode)
+                          else f"INSERT DATA {{\n{body}\n}}")
+    with store.writing() as raw:
+        created = not _exists(graph)
+        raw.update(" ;\n".join(operations))
+    _notify(graph)
+    return Response(status=201 if created else 204)
+
+
+def _notify(graph: NamedNode | DefaultGraph) -> None:
+    collection = vocab.collection_of_graph(graph) if isinstance(graph, NamedNode) else None
+    if collection is not None:
+        current_store().notify_loaded(collection)
+
+
+@blueprint.route("/store", methods=["GET"])
+def get_graph() -> Response:
+    """GET / HEAD: the graph as RDF by negotiation; 404 for a named graph that does not exist."""
+    graph = _target()
+    if not _exists(graph):
+        raise HttpError(404, f"no graph <{graph.value}> in this store")
+    triples = [q.triple for q in current_store().raw.quads_for_pattern(None, None, None, graph)]
+    return graph_response(triples, request.headers.get("Accept"))
+
+
+@blueprint.route("/store", methods=["PUT"])
+def put_graph() -> Response:
+    """PUT: replace the graph's content with the body."""
+    require_write_access()
+    graph = _target()
+    return _write(graph, _read_body(graph), replace=True)
+
+
+@blueprint.route("/store", methods=["POST"])
+def post_graph() -> Response:
+    """POST: merge the body into the graph."""
+    require_write_access()
+    graph = _target()
+    return _write(graph, _read_body(graph), replace=False)
+
+
+@blueprint.route("/store", methods=["DELETE"])
+def delete_graph() -> Response:
+    """DELETE: drop a named graph, or empty the default graph; 404 if the named graph does not exist."""
+    require_write_access()
+    graph = _target()
+    with current_store().writing() as raw:
+        if not _exists(graph):
+            raise HttpError(404, f"no graph <{graph.value}> in this store")
+        raw.update("CLEAR DEFAULT" if isinstance(graph, DefaultGraph) else f"DROP GRAPH {_render(graph)}")
+    _notify(graph)
+    return Response(status=204)
