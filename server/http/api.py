@@ -1,4 +1,243 @@
-"""Placeholder blueprint: filled in by its issue."""
-from flask import Blueprint
+"""The JSON API: GraphRAG (streamed as SSE or NDJSON, or one JSON object), explain traces,
+sessions, librarian documents, collections, and ``/resource`` (linked data by negotiation).
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from pyoxigraph import NamedNode, Quad, RdfFormat
+
+from server import vocab
+from server.explain.trace import list_sessions, read_trace
+from server.http.context import current_config, current_store
+from server.http.errors import HttpError
+from server.http.negotiation import GRAPH_MEDIA, negotiate, prefers
+from server.http.sparql import graph_response
+from server.rag.messages import GraphRagResponse
+from server.rag.pipeline import GraphRag, make_graph_rag
+from server.rag.retrieval import RetrievalLimits
 
 blueprint = Blueprint("api", __name__)
+
+SSE, NDJSON, JSON = "text/event-stream", "application/x-ndjson", "application/json"
+# field -> (lowest, highest) accepted value
+LIMIT_RANGES = {"entity_limit": (1, 1000), "triple_limit": (1, 1000), "max_subgraph_size": (1, 10_000),
+                "max_path_length": (1, 4)}
+FIELDS = {"query", "collection", "explainable", "streaming", "user", *LIMIT_RANGES}
+_pipeline_lock = threading.Lock()
+
+
+def pipeline(app: Flask) -> GraphRag:
+    """The app's one pipeline (its retriever caches labels across requests), built on first use."""
+    with _pipeline_lock:
+        rag = app.extensions.get("glassgraph.rag")
+        if rag is None:
+            rag = app.extensions["glassgraph.rag"] = make_graph_rag(app.extensions["glassgraph.store"],
+                                                                    app.config["GLASSGRAPH"])
+        return rag
+
+
+# --- POST /api/graph-rag ----------------------------------------------------------------------
+
+def _field(body: dict, name: str, kind: type, default: object) -> object:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise HttpError(400, f"field '{name}' must be {'an integer' if kind is int else kind.__name__}")
+    return value
+
+
+def _request_fields() -> tuple[str, str, bool, bool | None, RetrievalLimits]:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise HttpError(400, "the body must be a JSON object: {\"query\": \"...\", \"collection\": \"default\", ...}")
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise HttpError(400, f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(FIELDS))}")
+    query = _field(body, "query", str, "")
+    if not query.strip():
+        raise HttpError(400, "field 'query' must be a non-empty question")
+    collection = _field(body, "collection", str, current_config().default_collection)
+    explainable = _field(body, "explainable", bool, True)
+    streaming = _field(body, "streaming", bool, None)
+    limits = RetrievalLimits()
+    for name, (low, high) in LIMIT_RANGES.items():
+        value = _field(body, name, int, getattr(limits, name))
+        if not low <= value <= high:
+            raise HttpError(400, f"field '{name}' must be between {low} and {high}, got {value}")
+        setattr(limits, name, value)
+    try:
+        known = current_store().has_collection(collection)
+    except ValueError:
+        raise HttpError(400, f"invalid collection name {collection!r}") from None
+    if not known:
+        raise HttpError(404, f"no collection {collection!r}")
+    return query, collection, explainable, streaming, limits
+
+
+@blueprint.route("/api/graph-rag", methods=["POST"])
+def graph_rag() -> Response:
+    """The pipeline's messages as SSE or NDJSON (by Accept), or one JSON object when not streaming.
+
+    Without a ``streaming`` field, the answer streams when Accept asks for SSE or NDJSON.
+    """
+    query, collection, explainable, streaming, limits = _request_fields()
+    accept = request.headers.get("Accept")
+    if streaming is None:
+        streaming = negotiate(accept, [JSON, SSE, NDJSON]) in (SSE, NDJSON)
+    messages = pipeline(current_app._get_current_object()).run(query, collection, explainable, limits)
+    if not streaming:
+        return jsonify(_collect(messages))
+    media = negotiate(accept, [SSE, NDJSON])
+    if media is None:
+        raise HttpError(406, f"a streamed answer is sent as {SSE} or {NDJSON}; or set \"streaming\": false")
+    return Response(_frames(messages, sse=media == SSE), content_type=media + "; charset=utf-8",
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _frames(messages: Iterator[GraphRagResponse], sse: bool) -> Iterator[str]:
+    """One SSE event (``data: {...}``) or one NDJSON line per message; a closed connection stops the run."""
+    try:
+        for message in messages:
+            data = json.dumps(message.to_dict(), ensure_ascii=False)
+            yield f"data: {data}\n\n" if sse else data + "\n"
+    finally:
+        close = getattr(messages, "close", None)
+        if close is not None:
+            close()
+
+
+def _collect(messages: Iterator[GraphRagResponse]) -> dict:
+    """``{"answer", "session", "explain_ids", "explain_collection", "error"}`` of a whole run."""
+    pieces, explain_ids, collection, error = [], [], None, None
+    for message in messages:
+        if message.explain_id:
+            explain_ids.append(message.explain_id)
+            collection = message.explain_collection
+        if message.message_type == "chunk" and message.response:
+            pieces.append(message.response)
+        if message.error:
+            error = message.error
+    session = next((i for i in explain_ids if i.startswith(vocab.session_iri("").value)), None)
+    return {"answer": "".join(pieces), "session": session, "explain_ids": explain_ids,
+            "explain_collection": collection, "error": error}
+
+
+# --- explain, sessions, documents, collections ---------------------------------------------------
+
+EXPLAIN_RDF = {m: GRAPH_MEDIA[m] for m in ("text/turtle", "application/trig", "application/n-triples",
+                                            "application/n-quads")}
+
+
+def _iri_parameter(name: str) -> NamedNode:
+    value = request.args.get(name)
+    if not value:
+        raise HttpError(400, f"missing parameter '{name}' (an IRI)")
+    try:
+        return NamedNode(value)
+    except ValueError as error:
+        raise HttpError(400, f"'{name}' is not an IRI: {error}") from None
+
+
+def _int_parameter(name: str, default: int, low: int, high: int) -> int:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HttpError(400, f"'{name}' must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise HttpError(400, f"'{name}' must be between {low} and {high}, got {value}")
+    return value
+
+
+def _session_quads(trace: dict) -> list[Quad]:
+    """Every explainability triple of the session, plus the answer text from the librarian."""
+    store = current_store()
+    graph = store.explain_graph
+    subjects = [trace[k] for k in ("session", "retrieval", "selection", "answer") if trace.get(k)]
+    if trace.get("selection"):
+        subjects += [q.object.value for q in store.raw.quads_for_pattern(
+            NamedNode(trace["selection"]), vocab.TG.selectedEdge, None, graph)]
+    quads = [q for s in subjects for q in store.raw.quads_for_pattern(NamedNode(s), None, None, graph)]
+    session_id = vocab.session_id_of(trace["session"])
+    if session_id:
+        quads += store.raw.quads_for_pattern(vocab.answer_document_iri(session_id), None, None,
+                                             vocab.LIBRARIAN_GRAPH)
+    return quads
+
+
+@blueprint.route("/api/explain", methods=["GET"])
+def explain() -> Response:
+    """The trace of the session that ``id`` belongs to: JSON, or its triples as RDF by Accept."""
+    iri = _iri_parameter("id")
+    trace = read_trace(current_store(), iri.value)
+    if trace is None:
+        raise HttpError(404, f"no GraphRAG session for <{iri.value}>")
+    accept = request.headers.get("Accept")
+    media = negotiate(accept, [JSON, *EXPLAIN_RDF])
+    if media is None:
+        raise HttpError(406, "the trace is available as " + ", ".join([JSON, *EXPLAIN_RDF]))
+    if media == JSON:
+        return jsonify(trace)
+    return graph_response(_session_quads(trace), media, EXPLAIN_RDF)
+
+
+@blueprint.route("/api/sessions", methods=["GET"])
+def sessions() -> Response:
+    """Sessions newest first, paged by ``limit`` (1..500, default 20) and ``offset``."""
+    limit = _int_parameter("limit", 20, 1, 500)
+    offset = _int_parameter("offset", 0, 0, 10**9)
+    return jsonify(sessions=list_sessions(current_store(), limit=limit, offset=offset), limit=limit, offset=offset)
+
+
+@blueprint.route("/api/documents", methods=["GET"])
+def documents() -> Response:
+    """The librarian content (document, page, chunk or answer text) of ``id`` as text."""
+    iri = _iri_parameter("id")
+    store = current_store()
+    contents = list(store.raw.quads_for_pattern(iri, vocab.TG.content, None, vocab.LIBRARIAN_GRAPH))
+    if not contents:
+        raise HttpError(404, f"no librarian content for <{iri.value}>")
+    return Response(contents[0].object.value, content_type="text/plain; charset=utf-8")
+
+
+@blueprint.route("/api/collections", methods=["GET"])
+def collections() -> Response:
+    return jsonify(collections=current_store().collections())
+
+
+# --- linked data ----------------------------------------------------------------------------------
+
+RESOURCE_MEDIA = {"application/trig": RdfFormat.TRIG, **GRAPH_MEDIA}
+
+
+@blueprint.route("/resource", methods=["GET"])
+def resource() -> Response | str:
+    """Every quad with ``iri`` as subject or object, in every graph; TriG by default.
+
+    A client that prefers HTML gets the console's view (``console.resource_html``), when present.
+    """
+    iri = _iri_parameter("iri")
+    accept = request.headers.get("Accept")
+    if prefers(accept, "text/html", list(RESOURCE_MEDIA)):
+        from server.http import console
+
+        html_view = getattr(console, "resource_html", None)
+        if html_view is not None:
+            return html_view(iri.value)
+    raw = current_store().raw
+    quads = list(raw.quads_for_pattern(iri, None, None, None))
+    quads += [q for q in raw.quads_for_pattern(None, None, iri, None) if q.subject != iri]
+    limit = current_config().max_result_rows
+    if len(quads) > limit:
+        raise HttpError(422, f"<{iri.value}> has more than {limit} triples (GLASSGRAPH_MAX_ROWS); use /sparql")
+    if not quads:
+        raise HttpError(404, f"nothing is known about <{iri.value}>")
+    return graph_response(quads, accept, RESOURCE_MEDIA)
+

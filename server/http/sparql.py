@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from flask import Blueprint, Response, request
-from pyoxigraph import BlankNode, Literal, NamedNode, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
+from pyoxigraph import BlankNode, Literal, NamedNode, Quad, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
 
 from server.http.context import current_config, current_store, require_write_access
 from server.http.errors import HttpError
@@ -174,7 +174,7 @@ def evaluate_query(operation: Operation) -> Response:
 
 
 def graph_response(items: list, accept: str | None, media: dict[str, RdfFormat] = GRAPH_MEDIA) -> Response:
-    """Triples or quads in the negotiated RDF format.
+    """Triples or quads in the negotiated RDF format (quads lose their graph in a triples format).
 
     JSON-LD cannot carry RDF 1.2 triple terms: when ``items`` hold one, JSON-LD is taken out of the
     offers, so the client gets its next acceptable format, or 406 if JSON-LD was the only one.
@@ -189,6 +189,8 @@ def graph_response(items: list, accept: str | None, media: dict[str, RdfFormat] 
                                  "TriG, N-Triples, N-Quads or RDF/XML")
         raise _not_acceptable(offers)
     fmt = media[chosen]
+    if not fmt.supports_datasets:
+        items = [item.triple if isinstance(item, Quad) else item for item in items]
     try:
         body = serialize(items, format=fmt)
     except (OSError, ValueError) as error:
