@@ -257,7 +257,7 @@ def test_offline_follows_a_second_hop_for_words_the_first_edges_miss() -> None:
     assert picked == [("Heat", "directed_by", "Michael Mann"), ("Thief", "directed_by", "Michael Mann"),
                       ("Heat", "in_language", "English"), ("Thief", "in_language", "English")]
     assert "".join(OfflineLLM().answer("q", picked[:3])) == (
-        "Heat was directed by Michael Mann. Thief was directed by Michael Mann. The language of Heat is English."
+        "Heat and Thief were directed by Michael Mann. The language of Heat is English."
     )
 
 

@@ -1,10 +1,11 @@
 """The ``offline`` LLM: deterministic, no network.
 
 Selection scores edges by the question words their labels cover (lightly lemmatized, stopwords
-removed): the edges covering the most question words win, more words in the predicate first;
-edges one step further from those that cover the words still missing are added (multi-hop
-questions). Each selected edge gets a sentence saying which question words it matched. The answer
-is extractive: one sentence per (subject, predicate) group of the selected edges.
+removed): the edges covering the most question words win, more of them in the predicate, then in
+the subject first; edges one step further from those that cover the words still missing are added
+(multi-hop questions). Each selected edge gets a sentence saying which question words it matched. The answer
+is extractive: one sentence per group of the selected edges sharing subject and predicate (or
+predicate and object).
 """
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ class OfflineLLM:
             s_terms, p_terms, o_terms = terms(s), terms(p), terms(o)
             covered = asked & (s_terms | p_terms | o_terms)
             extra = len((s_terms | p_terms | o_terms) - asked)
-            key = (-len(covered), -len(asked & p_terms), extra, s, p, o, edge_id)
+            # Most question words covered, then in the predicate, then in the subject ("capital of France").
+            key = (-len(covered), -len(asked & p_terms), -len(asked & s_terms), extra, s, p, o, edge_id)
             scored.append((key, edge_id, (s, p, o), covered))
         scored.sort(key=lambda item: item[0])
         best = len(scored[0][3]) if scored else 0
@@ -130,27 +132,32 @@ def _join(items: list[str]) -> str:
 
 
 def extractive_answer(edges: list[Edge]) -> str:
-    """One sentence per (subject, predicate), objects joined, in the order the edges come."""
+    """One sentence per subject and predicate with its objects joined, or per predicate and single
+    object with its subjects joined ("The currency of Austria and Belgium is euro."), in edge order."""
     if not edges:
         return "The knowledge graph has no facts that answer this question."
-    groups: dict[tuple[str, str], list[str]] = {}
+    by_subject: dict[tuple[str, str], list[str]] = {}
     for s, p, o in edges:
-        objects = groups.setdefault((s, p), [])
+        objects = by_subject.setdefault((s, p), [])
         if o not in objects:
             objects.append(o)
-    return " ".join(_sentence(s, p, objects) for (s, p), objects in groups.items())
+    groups: dict[tuple[str, ...], tuple[list[str], str, list[str]]] = {}
+    for (s, p), objects in by_subject.items():
+        key = ("one", p, objects[0]) if len(objects) == 1 else ("many", s, p)
+        groups.setdefault(key, ([], p, objects))[0].append(s)
+    return " ".join(_sentence(subjects, p, objects) for subjects, p, objects in groups.values())
 
 
-def _sentence(subject: str, predicate: str, objects: list[str]) -> str:
-    """"The capital of France is Paris.", "Heat was directed by Michael Mann.", ..."""
+def _sentence(subjects: list[str], predicate: str, objects: list[str]) -> str:
+    """"The capital of France is Paris.", "Heat and Thief were directed by Michael Mann.", ..."""
     words = predicate.replace("_", " ").split() or ["related to"]
     if words[0][:1].isupper() and words[0][1:2].islower():  # "Capital" -> "capital", "GDP" stays
         words[0] = words[0][:1].lower() + words[0][1:]
-    phrase, obj = " ".join(words), _join(objects)
+    phrase, subject, obj, several = " ".join(words), _join(subjects), _join(objects), len(subjects) > 1
     if len(words) > 1 and words[-1].casefold() == "by":
-        sentence = f"{subject} was {phrase} {obj}"
+        sentence = f"{subject} {'were' if several else 'was'} {phrase} {obj}"
     elif len(words) > 1 and words[-1].casefold() in _PREPOSITIONS:
-        sentence = f"{subject} is {phrase} {obj}"
+        sentence = f"{subject} {'are' if several else 'is'} {phrase} {obj}"
     else:
         if len(words) > 1 and words[0].casefold() in _PREPOSITIONS | {"has", "have"}:
             words = words[1:]
