@@ -5,13 +5,14 @@ queries, streaming GraphRAG answers). ``resource_html`` is the HTML view of ``/r
 """
 from __future__ import annotations
 
-from flask import Blueprint, current_app, render_template, request
+from flask import Blueprint, render_template, request
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse
 from werkzeug.exceptions import BadRequest, NotFound
 
 from server import vocab
 from server.explain.provenance import node_name, source_chains_many
 from server.explain.trace import list_sessions, read_trace
+from server.http.context import current_config, current_store
 from server.store import GraphStore
 
 blueprint = Blueprint("console", __name__)
@@ -28,10 +29,6 @@ DEFAULT_QUERY = """SELECT ?country ?capital WHERE {
   GRAPH ?g { ?country r:capital ?capital }
 }
 LIMIT 25"""
-
-
-def _store() -> GraphStore:
-    return current_app.extensions["glassgraph.store"]
 
 
 @blueprint.app_template_filter("curie")
@@ -98,7 +95,7 @@ def _trace_view(trace: dict) -> dict:
 def _trace_or_404(iri: str | None) -> dict:
     if not iri:
         raise BadRequest("missing parameter id (a session IRI)")
-    trace = read_trace(_store(), iri)
+    trace = read_trace(current_store(), iri)
     if trace is None:
         raise NotFound(f"no GraphRAG session {iri}")
     return _trace_view(trace)
@@ -106,9 +103,9 @@ def _trace_or_404(iri: str | None) -> dict:
 
 @blueprint.get("/")
 def home() -> str:
-    collections = _store().collections()
+    collections = current_store().collections()
     return render_template("home.html", collections=collections, questions=EXAMPLE_QUESTIONS,
-                           sessions=list_sessions(_store(), limit=5))
+                           sessions=list_sessions(current_store(), limit=5))
 
 
 @blueprint.get("/console/sparql")
@@ -121,8 +118,8 @@ def sparql_console() -> str:
 
 @blueprint.get("/console/ask")
 def ask() -> str:
-    config = current_app.config["GLASSGRAPH"]
-    collections = [c["collection"] for c in _store().collections()] or [config.default_collection]
+    config = current_config()
+    collections = [c["collection"] for c in current_store().collections()] or [config.default_collection]
     return render_template("ask.html", question=request.args.get("q", ""), questions=EXAMPLE_QUESTIONS,
                            collections=collections, collection=config.default_collection)
 
@@ -155,7 +152,7 @@ def sessions() -> str:
     if not page.isdigit() or int(page) < 1:
         raise BadRequest("page must be a positive integer")
     number = int(page)
-    rows = list_sessions(_store(), limit=SESSIONS_PER_PAGE + 1, offset=(number - 1) * SESSIONS_PER_PAGE)
+    rows = list_sessions(current_store(), limit=SESSIONS_PER_PAGE + 1, offset=(number - 1) * SESSIONS_PER_PAGE)
     return render_template("sessions.html", sessions=rows[:SESSIONS_PER_PAGE], page=number,
                            has_next=len(rows) > SESSIONS_PER_PAGE)
 
@@ -166,7 +163,7 @@ def resource_html(iri: str) -> str:
         node = NamedNode(iri)
     except ValueError as error:
         raise BadRequest(f"not an IRI: {iri!r}") from error
-    store = _store()
+    store = current_store()
     outgoing = store.select("console_resource_out", bindings={"iri": node})
     incoming = store.select("console_resource_in", bindings={"iri": node})
     labels = _labels(store, [node] + [row[k] for row in outgoing + incoming for k in ("s", "p", "o", "g")

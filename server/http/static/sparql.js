@@ -15,8 +15,18 @@
   const historyList = document.getElementById("history");
   const HISTORY_KEY = "glassgraph.sparql.history";
   const HISTORY_MAX = 30;
-  const RESULT_FORMATS = [["JSON", "json"], ["XML", "xml"], ["CSV", "csv"], ["TSV", "tsv"]];
-  const GRAPH_FORMATS = [["Turtle", "turtle"], ["N-Triples", "ntriples"], ["RDF/XML", "rdfxml"]];
+  const RESULT_FORMATS = [
+    ["JSON", "application/sparql-results+json", "srj"],
+    ["XML", "application/sparql-results+xml", "srx"],
+    ["CSV", "text/csv", "csv"],
+    ["TSV", "text/tab-separated-values", "tsv"],
+  ];
+  const GRAPH_FORMATS = [
+    ["Turtle", "text/turtle", "ttl"],
+    ["N-Triples", "application/n-triples", "nt"],
+    ["N-Quads", "application/n-quads", "nq"],
+    ["RDF/XML", "application/rdf+xml", "rdf"],
+  ];
 
   GlassTerms.setPrefixes(JSON.parse(document.getElementById("prefixes").textContent));
 
@@ -45,25 +55,54 @@
     status.textContent = text;
   }
 
+  /** One link per format: the link is the GET URL; a click fetches it with that format's Accept. */
   function showDownloads(query, kind) {
     downloads.replaceChildren("Download: ");
     const formats = kind === "CONSTRUCT" || kind === "DESCRIBE" ? GRAPH_FORMATS
       : kind === "ASK" ? RESULT_FORMATS.slice(0, 2) : RESULT_FORMATS;
-    formats.forEach(([label, format], index) => {
+    formats.forEach(([label, accept, extension], index) => {
       const link = document.createElement("a");
-      link.href = `/sparql?query=${encodeURIComponent(query)}&format=${format}`;
+      link.href = `/sparql?query=${encodeURIComponent(query)}`;
       link.textContent = label;
-      link.setAttribute("download", `results.${format === "ntriples" ? "nt" : format === "turtle" ? "ttl" : format}`);
+      link.dataset.accept = accept;
+      link.setAttribute("download", `results.${extension}`);
+      link.addEventListener("click", (event) => {
+        event.preventDefault();
+        download(link);
+      });
       if (index) downloads.append(" · ");
       downloads.append(link);
     });
+  }
+
+  async function download(link) {
+    let response;
+    try {
+      response = await fetch(link.href, { headers: { Accept: link.dataset.accept } });
+    } catch (failure) {
+      showError(`Cannot reach the server: ${failure.message}`);
+      return;
+    }
+    if (!response.ok) {
+      showError(await response.text());
+      return;
+    }
+    const url = URL.createObjectURL(await response.blob());
+    const save = document.createElement("a");
+    save.href = url;
+    save.download = link.getAttribute("download");
+    document.body.append(save);
+    save.click();
+    save.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
   }
 
   /** The server's message, from a JSON error body or plain text. */
   function errorMessage(text) {
     try {
       const body = JSON.parse(text);
-      if (body && typeof body === "object") return body.message || body.error || text;
+      const error = body && typeof body === "object" ? body.error : null;
+      if (error) return typeof error === "string" ? error : error.message || text;
     } catch (ignored) { /* plain text */ }
     return text;
   }
