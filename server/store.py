@@ -47,9 +47,14 @@ class GraphStore:
         return self.raw.query(text, substitutions=substitutions or None, **options)
 
     def select(self, name: str, bindings: dict[str, Term] | None = None,
-               values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None) -> list[dict[str, Term]]:
-        """Run a SELECT template and return its rows as dicts (unbound variables left out)."""
-        solutions = self.query(name, bindings, values)
+               values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None,
+               **options: object) -> list[dict[str, Term]]:
+        """Run a SELECT template and return its rows as dicts (unbound variables left out).
+
+        ``options`` go to pyoxigraph, e.g. ``default_graph=graph``: a graph chosen that way is used
+        directly, while a substituted ``GRAPH ?g`` is joined late (100 times slower on a big store).
+        """
+        solutions = self.query(name, bindings, values, **options)
         names = [v.value for v in solutions.variables]
         return [{n: row[n] for n in names if row[n] is not None} for row in solutions]
 
