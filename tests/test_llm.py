@@ -27,6 +27,7 @@ FRANCE = [
     ("Spain", "capital", "Madrid"),
     ("Belgium", "capital", "Brussels"),
     ("Paris", "located in", "France"),
+    ("Andorra", "borders", "France"),
 ]
 EDGES = [(edge_id(*edge), edge) for edge in FRANCE]
 IDS = [eid for eid, _ in EDGES]
@@ -235,10 +236,11 @@ def test_offline_matches_lemmas_and_groups_the_answer() -> None:
     llm = OfflineLLM()
     selection = parse_selection(llm.select("Which countries does France border?", EDGES), IDS)
     by_id = dict(EDGES)
-    assert [by_id[i] for i, _ in selection] == [FRANCE[1], FRANCE[2], FRANCE[0]]  # "border" ~ "borders"
+    # "border" ~ "borders"; France as the subject first
+    assert [by_id[i] for i, _ in selection] == [FRANCE[1], FRANCE[2], FRANCE[0], ("Andorra", "borders", "France")]
     assert all("'France' and 'border'" in reason for _, reason in selection)
     assert "".join(llm.answer("q", [by_id[i] for i, _ in selection])) == (
-        "The borders of France are Belgium, Germany and Spain."
+        "The borders of France are Belgium, Germany and Spain. The borders of Andorra are France."
     )
 
 
