@@ -1,0 +1,34 @@
+"""A real HTTP server on 127.0.0.1 for the HTTP tests: werkzeug, threaded, on a free port."""
+from __future__ import annotations
+
+import threading
+
+from flask import Flask
+from werkzeug.serving import make_server
+
+from server.config import Config
+from server.http.app import create_app
+from server.store import GraphStore
+
+
+class LiveServer:
+    """``LiveServer(app)`` serves until ``close()``; ``url`` is ``http://127.0.0.1:PORT``."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self._server = make_server("127.0.0.1", 0, app, threaded=True)
+        self._server.daemon_threads = True
+        self.port = self._server.server_port
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def serve(store: GraphStore, **settings: object) -> LiveServer:
+    """The app over ``store`` with ``settings`` (Config fields; in-memory config, offline LLM)."""
+    config = Config(**{"store_path": None, "load_sample": False, "llm": "offline", **settings})
+    return LiveServer(create_app(config, store))
