@@ -2,16 +2,26 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from server.config import SAMPLE_DATA, Config
-from server.ingest.load import load_file
+from server.ingest.load import build_store, load_file
 from server.store import GraphStore
 
 log = logging.getLogger(__name__)
 
 
 def open_store(config: Config, progress: bool = False) -> GraphStore:
-    """Open the store of ``config``; an empty store gets the sample data in the default collection."""
+    """Open the store of ``config``; an empty store gets the sample data in the default collection.
+
+    A store that does not exist yet is built by the (faster) bulk loader, then opened.
+    """
+    if config.load_sample and SAMPLE_DATA.exists() and config.store_path not in (None, ":memory:"):
+        path = Path(config.store_path)
+        if not path.exists() or not any(path.iterdir()):
+            count = build_store(path, SAMPLE_DATA, config.default_collection, progress=progress)
+            log.info("built the store with the sample dataset: %d quads into collection %r",
+                     count, config.default_collection)
     store = GraphStore(config.store_path, explain_collection=config.explain_collection)
     if config.load_sample and store.is_empty() and SAMPLE_DATA.exists():
         count = load_file(store, SAMPLE_DATA, config.default_collection, progress=progress)
