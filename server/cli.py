@@ -34,19 +34,31 @@ class StoreUnavailable(Exception):
 
 # --- helpers --------------------------------------------------------------------------------------
 
-def _open(config: Config, sample: bool = False) -> GraphStore:
-    """The configured store; ``sample`` loads the sample data into an empty store (as the server does)."""
+def _open(config: Config, sample: bool = False, snapshot: bool = False) -> GraphStore:
+    """The configured store; ``sample`` loads the sample data into an empty store (as the server does).
+
+    ``snapshot`` (commands that only read): when another process holds the store, read a frozen
+    snapshot of it instead of failing. Backups never use a snapshot: it misses unflushed writes.
+    """
     from server.bootstrap import open_store
 
+    where = Path(config.store_path).resolve() if config.store_path else "(memory)"
     try:
         if sample:
             return open_store(config, progress=sys.stderr.isatty())
         return GraphStore(config.store_path, explain_collection=config.explain_collection)
     except OSError as exc:
-        where = Path(config.store_path).resolve() if config.store_path else "(memory)"
-        if "lock" in str(exc).lower():
-            raise StoreUnavailable(f"the store at {where} is in use by another process (a running server?)") from None
-        raise StoreUnavailable(f"cannot open the store at {where}: {exc}") from None
+        if "lock" not in str(exc).lower():
+            raise StoreUnavailable(f"cannot open the store at {where}: {exc}") from None
+        in_use = f"the store at {where} is in use by another process (a running server?)"
+        if not snapshot:
+            raise StoreUnavailable(in_use) from None
+    try:
+        store = GraphStore(config.store_path, explain_collection=config.explain_collection, read_only=True)
+    except OSError as exc:
+        raise StoreUnavailable(f"{in_use}; reading a snapshot failed too: {exc}") from None
+    print(f"glassgraph: note: {in_use}; reading a snapshot of it", file=sys.stderr)
+    return store
 
 
 def _collection_name(text: str) -> str:
@@ -133,12 +145,12 @@ def cmd_load(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_ask(args: argparse.Namespace, config: Config) -> int:
+    store = _open(config, sample=True)  # before the pipeline's imports (seconds): a held store fails fast
     from server.explain.trace import read_trace
     from server.rag.llm import LLMError
     from server.rag.pipeline import make_graph_rag
     from server.rag.retrieval import RetrievalLimits
 
-    store = _open(config, sample=True)
     try:
         rag = make_graph_rag(store, config)
     except (LLMError, ValueError) as exc:
@@ -157,7 +169,7 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
 def cmd_sessions(args: argparse.Namespace, config: Config) -> int:
     from server.explain.trace import list_sessions
 
-    sessions = list_sessions(_open(config), limit=args.limit, offset=args.offset)
+    sessions = list_sessions(_open(config, snapshot=True), limit=args.limit, offset=args.offset)
     if args.format == "json":
         _print_json(sessions)
     elif sessions:
@@ -174,7 +186,7 @@ def cmd_explain(args: argparse.Namespace, config: Config) -> int:
         iri = _session_iri(args.session)
     except ValueError:
         raise CliError(f"not a session IRI or id: {args.session!r}") from None
-    trace = read_trace(_open(config), iri)
+    trace = read_trace(_open(config, snapshot=True), iri)
     if trace is None:
         raise CliError(f"no session {args.session} in the store at {config.store_path} "
                        "(list them with: glassgraph sessions)")
@@ -186,7 +198,7 @@ def cmd_explain(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_collections(args: argparse.Namespace, config: Config) -> int:
-    collections = _open(config).collections()
+    collections = _open(config, snapshot=True).collections()
     if args.format == "json":
         _print_json(collections)
     else:
@@ -209,7 +221,7 @@ def cmd_dump(args: argparse.Namespace, config: Config) -> int:
     elif not fmt.supports_datasets:
         args.command_parser.error(f"--format {args.format} holds one graph: name it with --graph IRI "
                                   "(or use trig or nq)")
-    store = _open(config)
+    store = _open(config, snapshot=True)
     if graph is not None and not store.raw.contains_named_graph(graph):
         raise CliError(f"no graph <{graph.value}> in the store at {config.store_path}")
     if args.output:

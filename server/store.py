@@ -24,11 +24,16 @@ class GraphStore:
     sequences from several threads do not lose data (DESIGN.md section 5).
     """
 
-    def __init__(self, path: str | Path | None = None, explain_collection: str = vocab.EXPLAIN_COLLECTION) -> None:
+    def __init__(self, path: str | Path | None = None, explain_collection: str = vocab.EXPLAIN_COLLECTION,
+                 read_only: bool = False) -> None:
+        """``read_only`` opens a frozen snapshot of an existing on-disk store, even one a server holds."""
         self.path = None if path in (None, ":memory:") else Path(path)
-        if self.path is not None:
+        if self.path is not None and not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
-        self.raw = Store(str(self.path)) if self.path is not None else Store()
+        if self.path is None:
+            self.raw = Store()
+        else:
+            self.raw = Store.read_only(str(self.path)) if read_only else Store(str(self.path))
         self.explain_collection = explain_collection
         self.explain_graph = vocab.explain_graph(explain_collection)
         self._write_lock = threading.RLock()

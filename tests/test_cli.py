@@ -19,12 +19,15 @@ from pathlib import Path
 
 import pytest
 import requests
+from flask import request
+from pyoxigraph import NamedNode, Quad
 from werkzeug.serving import make_server
 
 from server.config import SAMPLE_DATA, Config
 from server.explain.trace import read_trace
 from server.explain_display import explain_kind
 from server.http.app import create_app
+from server.http.context import require_write_access
 from server.store import GraphStore
 from server.tg_invoke import _sse
 
@@ -76,9 +79,19 @@ def server_url(sample_store: GraphStore) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def token_server_url(sample_store: GraphStore) -> Iterator[str]:
-    """The same data behind a server that has a bearer token configured."""
+    """The same data, deployed to require the bearer token on every API call (GraphRAG itself is open).
+
+    The check is the server's own write-access rule, so the client meets its real 401/403 answers.
+    """
     config = Config.from_env({}, store_path=None, load_sample=False, llm="offline", token=TOKEN)
-    yield from _serve(create_app(config, store=sample_store))
+    app = create_app(config, store=sample_store)
+
+    @app.before_request
+    def _token_on_every_api_call() -> None:
+        if request.path.startswith("/api/"):
+            require_write_access()
+
+    yield from _serve(app)
 
 
 @pytest.fixture(scope="module")
@@ -276,8 +289,12 @@ def test_wrong_collection_exits_1(server_url: str, cli_store: str) -> None:
     assert_one_line_failure(run(GLASSGRAPH, "--store", cli_store, "ask", "-C", "nosuch", "-q", QUESTION), 1, "nosuch")
 
 
-def test_bad_token_exits_1(token_server_url: str) -> None:
-    assert_one_line_failure(run(TG_INVOKE, "-u", token_server_url, "-t", "wrong", "-q", QUESTION), 1, "token")
+def test_bad_or_missing_token_exits_1(token_server_url: str) -> None:
+    assert_one_line_failure(run(TG_INVOKE, "-u", token_server_url, "-t", "wrong", "-q", QUESTION), 1,
+                            "HTTP 403", "wrong bearer token")
+    assert_one_line_failure(run(TG_INVOKE, "-u", token_server_url, "-q", QUESTION), 1, "HTTP 401", "Bearer")
+    good = run(TG_INVOKE, "-u", token_server_url, "-t", TOKEN, "-x", "-q", QUESTION)
+    assert good.returncode == 0 and EDGE in good.stderr and "Paris" in good.stdout
 
 
 def test_empty_question_exits_2(server_url: str, cli_store: str) -> None:
@@ -290,8 +307,22 @@ def test_glassgraph_user_errors(cli_store: str, tmp_path: Path) -> None:
                             "no session")
     assert_one_line_failure(run(GLASSGRAPH, "--store", cli_store, "load", str(tmp_path / "missing.ttl")), 1,
                             "no such file")
+
+
+
+def test_store_held_by_another_process(tmp_path: Path) -> None:
+    """Writers (and backups) exit 3; readers fall back to a snapshot that sees the holder's writes."""
     held = tmp_path / "held"
     holder = GraphStore(held)  # this process holds the store, as a running server would
-    assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "collections"), 3,
-                            f"the store at {held} is in use by another process")
-    holder.flush()
+    holder.extend([Quad(NamedNode("https://trustgraph.ai/e/a"), NamedNode("https://trustgraph.ai/r/b"),
+                        NamedNode("https://trustgraph.ai/e/c"), NamedNode("urn:trustgraph:graph:held"))])
+    source = tmp_path / "one.nt"
+    source.write_text("<https://trustgraph.ai/e/x> <https://trustgraph.ai/r/y> <https://trustgraph.ai/e/z> .\n")
+    in_use = f"the store at {held} is in use by another process (a running server?)"
+    assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "load", str(source)), 3, in_use)
+    assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "backup", str(tmp_path / "copy")), 3, in_use)
+    assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "ask", "-q", QUESTION), 3, in_use)
+    listed = run(GLASSGRAPH, "--store", str(held), "collections")
+    assert listed.returncode == 0 and "reading a snapshot" in listed.stderr
+    assert re.search(r"^held\s+1\s+0\s+urn:trustgraph:graph:held$", listed.stdout, re.M), listed.stdout
+    assert len(holder.raw) == 1  # nothing was written by the failed commands
