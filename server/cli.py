@@ -9,13 +9,14 @@ import argparse
 import contextlib
 import io
 import json
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from server import vocab
 from server.config import Config
-from server.explain_display import StreamDisplay, StreamError, trace_lines
+from server.explain_display import StreamDisplay, StreamError, silence_stdout, trace_lines
 from server.store import GraphStore
 from server.tg_invoke import add_query_arguments, check_question, limits_of, positive_int
 
@@ -91,6 +92,10 @@ def _session_iri(text: str) -> str:
 
 # --- commands -----------------------------------------------------------------------------------
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     from werkzeug.serving import make_server
 
@@ -107,6 +112,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
         raise CliError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     print(f"Glassgraph console: http://{config.host}:{server.server_port}/  (store: {config.store_path}; "
           "Ctrl-C stops)", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops as cleanly as Ctrl-C
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -325,7 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "glassgraph backup /var/backups/glassgraph-$(date +%%F)")
     backup.add_argument("directory", metavar="DIR", help="target directory (must not exist)")
 
-    reindex = _command(sub, "reindex", cmd_reindex, "rebuild the label index of one or every collection",
+    reindex = _command(sub, "reindex", cmd_reindex,
+                       "rebuild the label index (entity lookup) of one or every collection and report its size; "
+                       "the index lives in each process's memory, so a running server keeps its own, rebuilt "
+                       "after every load",
                        "glassgraph reindex -C movies")
     reindex.add_argument("-C", "--collection", type=_collection_name, help="only this collection (default: all)")
     return parser
@@ -351,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_STORE
     except CliError as exc:
         print(f"glassgraph: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except BrokenPipeError:  # e.g. `glassgraph dump | head`
+        silence_stdout()
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130

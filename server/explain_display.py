@@ -8,6 +8,8 @@ chains) come from a *trace lookup*: the server's ``/api/explain`` or ``read_trac
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
@@ -26,6 +28,12 @@ class StreamError(Exception):
 
 class TraceUnavailable(Exception):
     """A trace lookup failed (the selection block then says so and the answer still follows)."""
+
+
+def silence_stdout() -> None:
+    """After a broken pipe on stdout: point it at /dev/null so the interpreter's final flush stays quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def explain_kind(iri: str) -> str:

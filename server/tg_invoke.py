@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import requests
 
 from server import vocab
-from server.explain_display import StreamDisplay, StreamError, TraceUnavailable, error_text
+from server.explain_display import StreamDisplay, StreamError, TraceUnavailable, error_text, silence_stdout
 
 DEFAULT_URL = "http://127.0.0.1:7878"
 EXIT_OK, EXIT_SERVER_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
@@ -245,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONNECT
     except (ServerError, StreamError) as exc:
         print(f"tg-invoke-graph-rag: error: {exc}", file=sys.stderr)
+        return EXIT_SERVER_ERROR
+    except BrokenPipeError:  # e.g. `tg-invoke-graph-rag -q ... | head -1`
+        silence_stdout()
         return EXIT_SERVER_ERROR
     except KeyboardInterrupt:
         return 130

@@ -243,6 +243,34 @@ def test_ask_and_explain_print_the_same_edges_and_sources(cli_store: str) -> Non
     assert any(row.startswith(session) and row.endswith(QUESTION) for row in rows)
 
 
+def test_serve_prints_the_console_url_and_answers_over_http(cli_store: str, tmp_path: Path) -> None:
+    """``glassgraph serve`` + ``tg-invoke-graph-rag`` + ``glassgraph explain`` (on a snapshot) as a user runs them."""
+    log = tmp_path / "serve.log"
+    with open(log, "w") as errors:
+        server = subprocess.Popen([*GLASSGRAPH, "--store", cli_store, "serve", "--port", "0"], env=_env(),
+                                  stdout=subprocess.PIPE, stderr=errors, text=True)
+    try:
+        first = server.stdout.readline()
+        match = re.match(r"Glassgraph console: (http://127\.0\.0\.1:\d+)/ ", first)
+        assert match, (first, log.read_text())
+        url = match.group(1)
+        assert requests.get(url + "/", timeout=60).status_code == 200
+        asked = run(TG_INVOKE, "-u", url, "-x", "-q", QUESTION)
+        assert asked.returncode == 0, asked.stderr
+        found = blocks(asked.stderr)
+        explained = run(GLASSGRAPH, "--store", cli_store, "explain", found[0][1])
+        assert explained.returncode == 0, explained.stderr
+        assert "reading a snapshot" in explained.stderr  # the server holds the store
+        assert EDGE in edge_details(found[2][2])
+        assert edge_details(explained.stdout.splitlines()) == edge_details(found[2][2])
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        server.stdout.close()
+    assert server.returncode == 0  # SIGTERM stops it like Ctrl-C
+    assert "Traceback" not in log.read_text()
+
+
 def test_collections_dump_backup_reindex(cli_store: str, tmp_path: Path) -> None:
     listed = run(GLASSGRAPH, "--store", cli_store, "collections")
     assert listed.returncode == 0
