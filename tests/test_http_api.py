@@ -1,0 +1,239 @@
+"""The GraphRAG / explain / linked-data API over a real server on 127.0.0.1 (and once under gunicorn)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from live_server import LiveServer, serve
+from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, parse
+from scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401  (the fixture)
+
+from server import vocab
+from server.explain.trace import read_trace
+from server.rag.retrieval import edge_id
+from server.store import GraphStore
+from server.vocab import ENTITY
+
+QUESTION = "What is the capital of France?"
+SELECTION = "\n".join(json.dumps({"id": edge_id("France", rel, obj), "reasoning": "it answers"})
+                      for rel, obj in (("capital", "Paris"), ("currency", "Euro")))
+
+
+@pytest.fixture
+def server(france_store: GraphStore) -> Iterator[LiveServer]:
+    live = serve(france_store)
+    yield live
+    live.close()
+
+
+def ask(server: LiveServer, accept: str = "application/json", **fields: object) -> requests.Response:
+    body = {"query": QUESTION, **fields}
+    return requests.post(server.url + "/api/graph-rag", json=body, headers={"Accept": accept},
+                         stream=accept != "application/json")
+
+
+def sse_messages(response: requests.Response) -> Iterator[dict]:
+    for line in response.iter_lines(decode_unicode=True):
+        if line.startswith("data: "):
+            yield json.loads(line[len("data: "):])
+
+
+# --- POST /api/graph-rag ------------------------------------------------------------------------
+
+def test_sse_delivers_the_first_explain_before_the_llm_answers(france_store: GraphStore,
+                                                               scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+    scripted_llm.reply(SELECTION, delay_s=2.0)  # a slow selection call
+    scripted_llm.reply("Paris is the capital.", pieces=["Paris ", "is the ", "capital."])
+    live = serve(france_store, llm="openai", llm_base_url=scripted_llm.base_url, llm_api_key="test",
+                 llm_model="scripted-model", llm_retries=0)
+    try:
+        response = ask(live, "text/event-stream")
+        assert response.status_code == 200 and response.headers["Content-Type"].startswith("text/event-stream")
+        stream = sse_messages(response)
+        first = next(stream)
+        assert first["message_type"] == "explain" and first["explain_id"].startswith("urn:trustgraph:session:")
+        trace_now = read_trace(france_store, first["explain_id"])
+        assert trace_now is not None and trace_now["selection"] is None  # the LLM has not answered yet
+        rest = list(stream)
+    finally:
+        live.close()
+    messages = [first, *rest]
+    assert [m["message_type"] for m in messages if m["message_type"] == "explain"] == ["explain"] * 4
+    assert "".join(m["response"] for m in messages) == "Paris is the capital."
+    assert messages[-1]["end_of_session"] is True and messages[-1]["error"] is None
+    assert read_trace(france_store, first["explain_id"])["status"] == "answered"
+
+
+def test_ndjson_stream(server: LiveServer) -> None:
+    response = ask(server, "application/x-ndjson")
+    assert response.headers["Content-Type"].startswith("application/x-ndjson")
+    messages = [json.loads(line) for line in response.iter_lines() if line]
+    assert messages[0]["message_type"] == "explain"
+    assert messages[-1]["end_of_session"] is True and messages[-1]["error"] is None
+    assert set(messages[0]) == {"message_type", "response", "error", "end_of_stream", "end_of_session",
+                                "explain_id", "explain_collection"}
+
+
+def test_not_streaming_is_one_json_object(server: LiveServer) -> None:
+    body = ask(server, streaming=False, entity_limit=10, max_path_length=1).json()
+    assert set(body) == {"answer", "session", "explain_ids", "explain_collection", "error"}
+    assert body["error"] is None and "Paris" in body["answer"]
+    assert body["session"].startswith("urn:trustgraph:session:") and body["session"] == body["explain_ids"][0]
+    assert len(body["explain_ids"]) == 4 and body["explain_collection"] == "explainability"
+
+
+@pytest.mark.parametrize("payload", [
+    "not json", [QUESTION], {"query": ""}, {"query": "   "}, {"query": 5}, {},
+    {"query": QUESTION, "entity_limit": "5"}, {"query": QUESTION, "entity_limit": 0},
+    {"query": QUESTION, "triple_limit": True}, {"query": QUESTION, "max_path_length": 9},
+    {"query": QUESTION, "max_subgraph_size": 1.5}, {"query": QUESTION, "explainable": "yes"},
+    {"query": QUESTION, "streaming": 1}, {"query": QUESTION, "collection": 7},
+    {"query": QUESTION, "colection": "default"}, {"query": QUESTION, "collection": "bad name"},
+])
+def test_bad_fields_are_400_json(server: LiveServer, payload: object) -> None:
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    response = requests.post(server.url + "/api/graph-rag", data=data, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["type"] == "bad_request"
+
+
+def test_unknown_collection_is_404_and_no_session_is_recorded(server: LiveServer, france_store: GraphStore) -> None:
+    response = ask(server, collection="nowhere", streaming=False)
+    assert response.status_code == 404 and response.json()["error"]["type"] == "not_found"
+    assert not list(france_store.raw.quads_for_pattern(None, None, None, france_store.explain_graph))
+
+
+def test_streaming_that_cannot_be_delivered_is_406(server: LiveServer) -> None:
+    assert ask(server, streaming=True).status_code == 406
+
+
+# --- explain, sessions, documents, collections ---------------------------------------------------
+
+def test_explain_as_json_and_rdf(server: LiveServer) -> None:
+    session = ask(server, streaming=False).json()["session"]
+    trace = requests.get(server.url + "/api/explain", params={"id": session}).json()
+    assert trace["session"] == session and trace["question"] == QUESTION and trace["status"] == "answered"
+    assert trace["edges"] and trace["edges"][0]["sources"]
+    for media, fmt in (("text/turtle", RdfFormat.TURTLE), ("application/trig", RdfFormat.TRIG),
+                       ("application/n-triples", RdfFormat.N_TRIPLES)):
+        response = requests.get(server.url + "/api/explain", params={"id": session}, headers={"Accept": media})
+        assert response.headers["Content-Type"].startswith(media)
+        quads = list(parse(response.content, format=fmt))
+        assert any(q.subject == NamedNode(session) and q.object == Literal(QUESTION) for q in quads)
+        assert any(q.predicate == vocab.TG.edge for q in quads)  # the selected edges, as triple terms
+    trig = parse(requests.get(server.url + "/api/explain", params={"id": session},
+                              headers={"Accept": "application/trig"}).content, format=RdfFormat.TRIG)
+    assert {q.graph_name for q in trig} == {NamedNode("urn:trustgraph:graph:explainability"), vocab.LIBRARIAN_GRAPH}
+
+
+def test_explain_errors(server: LiveServer) -> None:
+    assert requests.get(server.url + "/api/explain").status_code == 400
+    unknown = requests.get(server.url + "/api/explain", params={"id": "urn:trustgraph:session:nope"})
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found"
+    assert requests.get(server.url + "/api/explain", params={"id": "http://example.org/x"}).status_code == 404
+
+
+def test_sessions_newest_first_and_paged(server: LiveServer) -> None:
+    first = ask(server, streaming=False).json()["session"]
+    second = requests.post(server.url + "/api/graph-rag", json={"query": "What currency does France use?",
+                                                                "streaming": False}).json()["session"]
+    listed = requests.get(server.url + "/api/sessions").json()
+    assert [s["session"] for s in listed["sessions"]] == [second, first]
+    page = requests.get(server.url + "/api/sessions", params={"limit": 1, "offset": 1}).json()
+    assert [s["session"] for s in page["sessions"]] == [first]
+    for bad in ({"limit": "x"}, {"limit": 0}, {"offset": -1}):
+        assert requests.get(server.url + "/api/sessions", params=bad).status_code == 400
+
+
+def test_documents_and_collections(server: LiveServer) -> None:
+    chunk = requests.get(server.url + "/api/documents", params={"id": vocab.chunk_iri("fr", 4, 2).value})
+    assert chunk.status_code == 200 and chunk.headers["Content-Type"].startswith("text/plain")
+    assert chunk.text == "The capital of France is Paris."
+    session = ask(server, streaming=False).json()
+    answer = vocab.answer_document_iri(vocab.session_id_of(session["session"])).value
+    assert requests.get(server.url + "/api/documents", params={"id": answer}).text == session["answer"]
+    assert requests.get(server.url + "/api/documents", params={"id": "urn:nothing"}).status_code == 404
+    assert requests.get(server.url + "/api/documents").status_code == 400
+    collections = requests.get(server.url + "/api/collections").json()["collections"]
+    assert [c["collection"] for c in collections] == ["default"]
+
+
+# --- /resource ----------------------------------------------------------------------------------
+
+def test_resource_as_rdf_in_every_graph(server: LiveServer) -> None:
+    france = ENTITY.france.value
+    trig = requests.get(server.url + "/resource", params={"iri": france})
+    assert trig.status_code == 200 and trig.headers["Content-Type"].startswith("application/trig")
+    quads = list(parse(trig.content, format=RdfFormat.TRIG))
+    assert {q.graph_name for q in quads} == {vocab.collection_graph("default")}
+    assert all(ENTITY.france in (q.subject, q.object) for q in quads)
+    paris = list(parse(requests.get(server.url + "/resource", params={"iri": ENTITY.paris.value},
+                                    headers={"Accept": "application/n-quads"}).content, format=RdfFormat.N_QUADS))
+    assert Quad(ENTITY.france, vocab.RELATION.capital, ENTITY.paris, vocab.collection_graph("default")) in paris
+    turtle = requests.get(server.url + "/resource", params={"iri": france}, headers={"Accept": "text/turtle"})
+    assert turtle.headers["Content-Type"].startswith("text/turtle")
+
+
+def test_resource_html_is_the_consoles_and_errors(server: LiveServer) -> None:
+    browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+    html = requests.get(server.url + "/resource", params={"iri": ENTITY.france.value}, headers={"Accept": browser})
+    assert html.status_code == 200 and html.headers["Content-Type"].startswith("text/html")
+    assert "France" in html.text
+    assert requests.get(server.url + "/resource", params={"iri": "urn:nothing"}).status_code == 404
+    assert requests.get(server.url + "/resource", params={"iri": "not an iri"}).status_code == 400
+    assert requests.get(server.url + "/resource").status_code == 400
+
+
+# --- gunicorn -----------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.skipif(shutil.which("gunicorn", path=os.path.dirname(sys.executable)) is None,
+                    reason="gunicorn is not installed")
+def test_under_gunicorn_one_worker_threads(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {**os.environ, "GLASSGRAPH_STORE": str(tmp_path / "store"), "GLASSGRAPH_LOAD_SAMPLE": "false",
+           "GLASSGRAPH_TOKEN": "tok"}
+    process = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "gunicorn"), "-w", "1", "-k",
+                                "gthread", "--threads", "4", "-b", f"127.0.0.1:{port}", "server.wsgi:app"],
+                               env=env, cwd=Path(__file__).resolve().parent.parent,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):  # wait until it listens (bounded)
+            try:
+                if requests.get(base + "/healthz", timeout=5).ok:
+                    break
+            except requests.RequestException:
+                time.sleep(0.1)
+        assert requests.get(base + "/healthz").json()["collections"] == 0
+        graph = vocab.collection_graph("default").value
+        data = ('<https://trustgraph.ai/e/japan> <https://trustgraph.ai/r/capital> <https://trustgraph.ai/e/tokyo> .\n'
+                '<https://trustgraph.ai/e/japan> <http://www.w3.org/2000/01/rdf-schema#label> "Japan" .\n'
+                '<https://trustgraph.ai/e/tokyo> <http://www.w3.org/2000/01/rdf-schema#label> "Tokyo" .\n'
+                '<https://trustgraph.ai/r/capital> <http://www.w3.org/2000/01/rdf-schema#label> "capital" .\n')
+        put = requests.put(base + "/store", params={"graph": graph}, data=data,
+                           headers={"Content-Type": "application/n-triples", "Authorization": "Bearer tok"})
+        assert put.status_code == 201
+        answer = requests.post(base + "/api/graph-rag", json={"query": "What is the capital of Japan?",
+                                                              "streaming": False}).json()
+        assert answer["error"] is None and "Tokyo" in answer["answer"]
+        rows = requests.get(base + "/sparql", params={"query": "SELECT (COUNT(*) AS ?n) { ?s ?p ?o }"},
+                            headers={"Accept": "text/csv"})
+        assert rows.status_code == 200 and int(rows.text.split()[1]) > 4
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
