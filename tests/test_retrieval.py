@@ -162,18 +162,23 @@ def test_executions_do_not_grow_with_seeds(factbook: CountingStore) -> None:
         assert graph.sparql_executions == factbook.executions
         counts.append((len(graph.seeds), factbook.executions))
     assert counts[0][0] == 1 and counts[1][0] == 8
-    assert counts[0][1] == counts[1][1] == 3  # two hops and one label batch
+    assert counts[0][1] == counts[1][1] == 2  # one query per hop; labels come from the index
 
 
-def test_label_cache_is_shared_across_requests(factbook: CountingStore) -> None:
+def test_labels_are_batched_and_cached_across_requests(factbook: CountingStore) -> None:
     retriever = Retriever(factbook)
-    first = retriever.get_labelgraph("France", "default")
+    terms = [E.france, R.capital, E.eiffel_tower, E.lyon, Literal("x", language="en"),
+             Literal("67000000", datatype=XSD.integer)]
+    expected = {E.france: "France", R.capital: "capital", E.eiffel_tower: "eiffel_tower",
+                Literal("x", language="en"): "x", Literal("67000000", datatype=XSD.integer): "67000000"}
     factbook.executions = 0
-    again = retriever.get_labelgraph("France", "default")
-    assert again.labeled_edges == first.labeled_edges
-    assert factbook.executions == again.sparql_executions == 2  # the hops only: every label was cached
-    assert retriever.labels([E.france, R.capital, Literal("x", language="en")]) == {
-        E.france: "France", R.capital: "capital", Literal("x", language="en"): "x"}
+    assert retriever.labels(terms, "default") == {**expected, E.lyon: "lyon"}  # Lyon's label is elsewhere
+    assert factbook.executions == 1  # the collection's label index, built once
+    assert retriever.labels(terms) == {**expected, E.lyon: "Lyon"}  # any graph: one batched query
+    assert factbook.executions == 2
+    assert retriever.labels(terms) == {**expected, E.lyon: "Lyon"}
+    assert Retriever(factbook).labels(terms, "default")[E.lyon] == "lyon"
+    assert factbook.executions == 3  # the second retriever built its own index; the first served from cache
 
 
 def test_only_the_collection_graph_is_traversed(factbook: CountingStore) -> None:

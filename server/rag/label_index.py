@@ -6,7 +6,9 @@ loaded into that collection (rebuilt on the next lookup) and rebuildable on dema
 scans the graph: it is two indexed sqlite queries.
 
 Lookup order: exact matches of the question's word n-grams against normalized labels, longest
-n-gram first (then leftmost), then FTS5 token matches ranked by bm25 to fill ``limit``.
+n-gram first (then leftmost), then FTS5 token matches ranked by bm25 to fill ``limit``. Terms used
+as predicates (relations) are not entities: they are never seeds. The index also keeps one display
+label per labelled term, which the retriever uses to label edges without a query to the store.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import sqlite3
 import threading
 import unicodedata
 
-from pyoxigraph import NamedNode
+from pyoxigraph import Literal, NamedNode
 
 from server import vocab
 from server.store import GraphStore
@@ -28,11 +30,22 @@ _STOPWORDS = frozenset(
     "was were what when where which who whom whose why with how".split())
 
 
-def normalize(text: str) -> str:
-    """Casefold, strip accents and punctuation, collapse spaces: ``"Gert Fröbe!"`` -> ``"gert frobe"``."""
+def normalize_words(text: str) -> list[str]:
+    """Casefolded words without accents or punctuation: ``"Gert Fröbe!"`` -> ``["gert", "frobe"]``."""
     decomposed = unicodedata.normalize("NFKD", text)
     stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return " ".join(_NON_WORD.sub(" ", stripped.casefold()).split())
+    return _NON_WORD.sub(" ", stripped.casefold()).split()
+
+
+def normalize(text: str) -> str:
+    """A label's key: its normalized words joined by spaces; a label of punctuation only (a film
+    called ``$``) keeps its symbols, casefolded."""
+    return " ".join(normalize_words(text)) or " ".join(text.casefold().split())
+
+
+def _symbol_words(question: str) -> list[str]:
+    """The question's whitespace-separated pieces without a letter or digit, e.g. ``$``."""
+    return [piece.casefold() for piece in question.split() if not normalize_words(piece)]
 
 
 def _ngrams(words: list[str], longest: int) -> list[str]:
@@ -43,17 +56,37 @@ def _ngrams(words: list[str], longest: int) -> list[str]:
     return grams
 
 
-class _CollectionIndex:
-    """One collection's labels in an in-memory sqlite database (callers hold the owner's lock)."""
+def label_preference(label: Literal) -> tuple[bool, str]:
+    """Sort key of a term's labels: plain or English first, then alphabetical."""
+    language = label.language or ""
+    return (not (language == "" or language.startswith("en")), label.value)
 
-    def __init__(self, rows: list[tuple[str, str]]) -> None:
+
+class _CollectionIndex:
+    """One collection's labels in an in-memory sqlite database (callers hold the owner's lock).
+
+    ``entity`` holds the normalized labels of entities (terms not used as predicates) for lookup,
+    ``fts`` the same for ranked token search, ``display`` one label per labelled term (relations
+    included) for showing edges.
+    """
+
+    def __init__(self, rows: list[tuple[str, Literal, bool]]) -> None:
         self.db = sqlite3.connect(":memory:", check_same_thread=False)
-        self.db.execute("CREATE TABLE label(term TEXT NOT NULL, norm TEXT NOT NULL)")
+        self.db.execute("CREATE TABLE entity(term TEXT NOT NULL, norm TEXT NOT NULL)")
         self.db.execute("CREATE VIRTUAL TABLE fts USING fts5(norm, term UNINDEXED, tokenize='unicode61')")
-        unique = sorted({(term, norm) for term, norm in rows if norm})
-        self.db.executemany("INSERT INTO label VALUES (?, ?)", unique)
+        self.db.execute("CREATE TABLE display(term TEXT PRIMARY KEY, label TEXT NOT NULL) WITHOUT ROWID")
+        best: dict[str, Literal] = {}
+        entities: set[tuple[str, str]] = set()
+        for term, label, relation in rows:
+            if term not in best or label_preference(label) < label_preference(best[term]):
+                best[term] = label
+            if not relation and normalize(label.value):
+                entities.add((term, normalize(label.value)))
+        unique = sorted(entities)
+        self.db.executemany("INSERT INTO entity VALUES (?, ?)", unique)
         self.db.executemany("INSERT INTO fts(term, norm) VALUES (?, ?)", unique)
-        self.db.execute("CREATE INDEX label_norm ON label(norm)")
+        self.db.executemany("INSERT INTO display VALUES (?, ?)", ((t, label.value) for t, label in best.items()))
+        self.db.execute("CREATE INDEX entity_norm ON entity(norm)")
         self.longest = min(MAX_NGRAM, max((len(norm.split()) for _, norm in unique), default=0))
         self.size = len(unique)
 
@@ -62,7 +95,7 @@ class _CollectionIndex:
             return []
         order = {gram: rank for rank, gram in enumerate(grams)}
         found = self.db.execute(
-            f"SELECT norm, term FROM label WHERE norm IN ({','.join('?' * len(grams))})", grams).fetchall()
+            f"SELECT norm, term FROM entity WHERE norm IN ({','.join('?' * len(grams))})", grams).fetchall()
         found.sort(key=lambda row: (order[row[0]], row[1]))
         return [term for _, term in found]
 
@@ -73,6 +106,14 @@ class _CollectionIndex:
         rows = self.db.execute("SELECT term FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), term LIMIT ?",
                                (match, limit)).fetchall()
         return [term for (term,) in rows]
+
+    def display(self, terms: list[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for start in range(0, len(terms), 500):  # under sqlite's parameter limit
+            batch = terms[start:start + 500]
+            found.update(self.db.execute(
+                f"SELECT term, label FROM display WHERE term IN ({','.join('?' * len(batch))})", batch).fetchall())
+        return found
 
 
 class LabelIndex:
@@ -93,7 +134,7 @@ class LabelIndex:
             self._generation[collection] = self._generation.get(collection, 0) + 1
 
     def rebuild(self, collection: str) -> int:
-        """Rebuild a collection's index from the store now; returns the number of labels indexed."""
+        """Rebuild a collection's index from the store now; returns the number of entity labels indexed."""
         self.invalidate(collection)
         return self._index(collection).size
 
@@ -110,23 +151,30 @@ class LabelIndex:
             if index is not None:
                 return index
             solutions = self.store.query("rag_label_index", bindings={"g": vocab.collection_graph(collection)})
-            rows = [(row["s"].value, normalize(row["label"].value)) for row in solutions
-                    if isinstance(row["s"], NamedNode)]
+            rows = [(row["s"].value, row["label"], row["relation"].value == "true") for row in solutions
+                    if isinstance(row["s"], NamedNode) and isinstance(row["label"], Literal)]
             index = _CollectionIndex(rows)
             with self._lock:
                 if self._generation.get(collection, 0) == generation:  # no load happened meanwhile
                     self._indexes[collection] = index
             return index
 
+    def display_labels(self, terms: list[NamedNode], collection: str) -> dict[NamedNode, str]:
+        """The preferred ``rdfs:label`` of each term that has one in the collection graph."""
+        index = self._index(collection)
+        with self._lock:
+            found = index.display([term.value for term in terms])
+        return {term: found[term.value] for term in terms if term.value in found}
+
     def lookup(self, question: str, collection: str, limit: int) -> list[NamedNode]:
         """Up to ``limit`` entities named in ``question``: exact n-gram matches, then bm25 matches."""
         if limit <= 0:
             return []
         index = self._index(collection)
-        words = normalize(question).split()
+        words = normalize_words(question)
         tokens = list(dict.fromkeys(w for w in words if w not in _STOPWORDS))
         with self._lock:
-            found = list(dict.fromkeys(index.exact(_ngrams(words, index.longest))))[:limit]
+            found = list(dict.fromkeys(index.exact(_ngrams(words, index.longest) + _symbol_words(question))))[:limit]
             if len(found) < limit:
                 seen = set(found)
                 # enough rows to fill the gap even if every exact match comes back again

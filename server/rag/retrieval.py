@@ -1,10 +1,11 @@
 """GraphRAG retrieval: seed entities from the label index, a bounded traversal, labelled edges.
 
 Per question the store runs one SPARQL query per hop (``sparql/rag_hop.rq``, the whole frontier in
-one VALUES block inside the collection's GRAPH block) and at most one label query
-(``sparql/rag_labels.rq``) for the labels not cached yet: the number of executions does not grow
-with the number of seeds. Seeds come from :class:`~server.rag.label_index.LabelIndex` (sqlite, no
-graph scan).
+one VALUES block inside the collection's GRAPH block): the number of executions does not grow with
+the number of seeds. Seeds come from :class:`~server.rag.label_index.LabelIndex` (sqlite, no graph
+scan); edge labels come from a bounded LRU shared across requests, backed by the same index (one
+batched sqlite lookup for the misses, no store query); both are refreshed when data is loaded.
+Labels asked for outside a collection come from one batched VALUES query over every graph.
 
 Limits (TrustGraph's names and defaults):
 
@@ -23,10 +24,10 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pyoxigraph import Literal, NamedNode, Triple
+from pyoxigraph import Literal, NamedNode
 
 from server import vocab
-from server.rag.label_index import LabelIndex
+from server.rag.label_index import LabelIndex, label_preference
 from server.sparql_templates import Term
 from server.store import GraphStore
 
@@ -64,11 +65,6 @@ def local_name(iri: str) -> str:
         if sep and tail:
             return tail
     return iri
-
-
-def _preference(label: Literal) -> tuple[bool, str]:
-    language = label.language or ""
-    return (not (language == "" or language.startswith("en")), label.value)
 
 
 class _LabelCache:
@@ -126,32 +122,23 @@ class Retriever:
 
     def _labels(self, terms: list[Term], collection: str | None) -> tuple[dict[Term, str], int]:
         result, missing = self._cache.get(collection, terms)
-        fresh: dict[Term, str] = {}
         named = [t for t in missing if isinstance(t, NamedNode)]
-        for term in missing:
-            if isinstance(term, Literal):
-                fresh[term] = term.value
-            elif isinstance(term, Triple):
-                fresh[term] = str(term)
-            elif not isinstance(term, NamedNode):
-                fresh[term] = str(term)
+        fresh: dict[Term, str] = {t: t.value if isinstance(t, Literal) else str(t)
+                                  for t in missing if not isinstance(t, NamedNode)}
         executions = 0
-        for start in range(0, len(named), LABEL_BATCH):
-            batch = named[start:start + LABEL_BATCH]
-            if collection is None:
-                rows = self.store.select("rag_labels_any", values={"t": batch})
-            else:
-                rows = self.store.select("rag_labels", bindings={"g": vocab.collection_graph(collection)},
-                                         values={"t": batch})
-            executions += 1
-            best: dict[Term, Literal] = {}
-            for row in rows:
-                label = row["label"]
-                if isinstance(label, Literal) and (row["t"] not in best or
-                                                   _preference(label) < _preference(best[row["t"]])):
-                    best[row["t"]] = label
-            for term in batch:
-                fresh[term] = best[term].value if term in best else local_name(term.value)
+        if collection is not None:  # the collection's label index holds every label of its graph
+            found = self.index.display_labels(named, collection)
+        else:
+            found = {}
+            for start in range(0, len(named), LABEL_BATCH):
+                rows = self.store.select("rag_labels_any", values={"t": named[start:start + LABEL_BATCH]})
+                executions += 1
+                candidates: dict[Term, list[Literal]] = {}
+                for row in rows:
+                    if isinstance(row["label"], Literal):
+                        candidates.setdefault(row["t"], []).append(row["label"])
+                found.update({t: min(labels, key=label_preference).value for t, labels in candidates.items()})
+        fresh.update({term: found.get(term) or local_name(term.value) for term in named})
         self._cache.put(collection, fresh)
         result.update(fresh)
         return result, executions
@@ -172,8 +159,8 @@ class Retriever:
             taken: Counter[tuple[Term, bool]] = Counter()
             reached: list[NamedNode] = []
             for row in solutions:
-                entity, s, p, o = row["e"], row["s"], row["p"], row["o"]
-                direction = (entity, s == entity)
+                s, p, o, outgoing = row["s"], row["p"], row["o"], row["out"].value == "true"
+                direction = (s if outgoing else o, outgoing)
                 if taken[direction] >= per_direction:
                     continue
                 taken[direction] += 1

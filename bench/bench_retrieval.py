@@ -1,0 +1,184 @@
+"""Retrieval benchmark: entity-lookup recall on MetaQA, and the non-LLM time of a question on
+MetaQA and on a generated 1M-triple graph against the TrustGraph per-entity pattern traversal.
+
+Run from the project root: ``python -m bench.bench_retrieval`` (a few minutes on 2 cores once the
+stores are cached; the first run builds them) or ``--quick``. Data is cached in
+``GLASSGRAPH_BENCH_DIR`` (default ``~/.cache/glassgraph-bench``).
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from collections.abc import Iterator
+
+from bench import metaqa_load, synthetic
+from bench.baseline import PatternBaseline
+from server.config import Config
+from server.rag.llm import LLM, make_llm
+from server.rag.retrieval import RetrievalLimits, Retriever
+from server.store import GraphStore
+from server.vocab import LIBRARIAN_GRAPH
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = [" | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in [header, *rows]]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def lookup_recall(retriever: Retriever, sample: int | None) -> list[list[str]]:
+    """Share of MetaQA dev questions whose bracketed topic entity is among the seeds (brackets removed)."""
+    rows = []
+    limit = RetrievalLimits().entity_limit
+    for hops in (1, 2, 3):
+        questions = metaqa_load.dev_questions(hops)
+        if sample is not None:
+            questions = random.Random(hops).sample(questions, min(sample, len(questions)))
+        found = in_kb = found_in_kb = 0
+        started = time.perf_counter()
+        for question, topic in questions:
+            topic_iri = metaqa_load.entity(topic)
+            hit = topic_iri in retriever.index.lookup(question, metaqa_load.COLLECTION, limit)
+            known = next(iter(retriever.store.raw.quads_for_pattern(topic_iri, None, None)), None) is not None
+            found += hit
+            in_kb += known
+            found_in_kb += hit and known
+        per_question = (time.perf_counter() - started) / len(questions)
+        rows.append([f"{hops}-hop", str(len(questions)), f"{100 * found / len(questions):.2f}%",
+                     str(in_kb), f"{100 * found_in_kb / max(in_kb, 1):.2f}%", _ms(per_question)])
+    return rows
+
+
+class TimedLLM:
+    """Delegates to an LLM and adds up the time spent inside it (to subtract from the pipeline's)."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm, self.model, self.seconds = llm, llm.model, 0.0
+
+    def select(self, question: str, edges: list) -> str:
+        started = time.perf_counter()
+        try:
+            return self.llm.select(question, edges)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def answer(self, question: str, edges: list) -> Iterator[str]:
+        pieces = self.llm.answer(question, edges)
+        while True:
+            started = time.perf_counter()
+            try:
+                piece = next(pieces)
+            except StopIteration:
+                return
+            finally:
+                self.seconds += time.perf_counter() - started
+            yield piece
+
+
+def _explain_overhead(store: GraphStore, retriever: Retriever, collection: str,
+                      questions: list[str]) -> tuple[float, float] | None:
+    """Median non-LLM pipeline time (explainable, not) with the offline LLM; None without a pipeline."""
+    try:
+        from server.rag.pipeline import GraphRag
+    except ImportError:
+        return None
+    llm = TimedLLM(make_llm(Config(llm="offline")))
+    rag = GraphRag(store, retriever, llm)
+    times: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        for index, question in enumerate(questions):
+            for explainable in (index % 2 == 0, index % 2 == 1):  # alternate which goes first
+                llm.seconds = 0.0
+                started = time.perf_counter()
+                messages = list(rag.run(question, collection, explainable=explainable))
+                times[explainable].append(time.perf_counter() - started - llm.seconds)
+                errors = [m.error for m in messages if m.error]
+                if errors and errors[0].get("type") != "no-edges":
+                    raise RuntimeError(f"pipeline failed on {question!r}: {errors[0]}")
+    finally:
+        with store.writing() as raw:  # keep the cached bench store free of traces
+            raw.clear_graph(store.explain_graph)
+            raw.clear_graph(LIBRARIAN_GRAPH)
+    return statistics.median(times[True]), statistics.median(times[False])
+
+
+def timing(name: str, store: GraphStore, collection: str, questions: list[str],
+           overhead_questions: int) -> list[str]:
+    """One table row: our retriever against the pattern baseline on the same store and questions."""
+    retriever = Retriever(store)
+    started = time.perf_counter()
+    retriever.index.rebuild(collection)
+    index_build = time.perf_counter() - started
+    baseline = PatternBaseline(retriever)
+    limits = RetrievalLimits()
+    for question in questions[:5]:  # warm up both (store blocks, sqlite pages)
+        retriever.get_labelgraph(question, collection, limits)
+        baseline.get_labelgraph(question, collection, limits)
+    ours: list[float] = []
+    theirs: list[float] = []
+    executions: list[int] = []
+    base_executions: list[int] = []
+    edges: list[int] = []
+    base_edges: list[int] = []
+    for question in questions[5:]:
+        started = time.perf_counter()
+        graph = retriever.get_labelgraph(question, collection, limits)
+        ours.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        labelled, count = baseline.get_labelgraph(question, collection, limits)
+        theirs.append(time.perf_counter() - started)
+        executions.append(graph.sparql_executions)
+        base_executions.append(count)
+        edges.append(len(graph.edge_ids))
+        base_edges.append(len(labelled))
+    overhead = _explain_overhead(store, retriever, collection, questions[5:5 + overhead_questions])
+    ours_median, theirs_median = statistics.median(ours), statistics.median(theirs)
+    return [name, f"{len(store.raw):,}", _ms(index_build), str(len(ours)), _ms(ours_median),
+            _ms(statistics.quantiles(ours, n=10)[-1]), f"{statistics.mean(executions):.2f}",
+            f"{statistics.mean(edges):.0f}", _ms(theirs_median), f"{statistics.mean(base_executions):.0f}",
+            f"{statistics.mean(base_edges):.0f}", f"{theirs_median / ours_median:.1f}x",
+            "n/a" if overhead is None else
+            f"{_ms(overhead[0])} vs {_ms(overhead[1])}: {100 * (overhead[0] / overhead[1] - 1):+.1f}%"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="samples instead of every question")
+    parser.add_argument("--questions", type=int, default=None, help="timed questions per dataset")
+    args = parser.parse_args(argv)
+    timed = args.questions or (40 if args.quick else 300)
+    overhead_questions = 20 if args.quick else 100
+
+    metaqa = metaqa_load.metaqa_store()
+    recall_sample = 1000 if args.quick else None
+    print(f"Entity lookup recall on MetaQA dev ({'1000 sampled' if args.quick else 'all'} questions per hop "
+          f"count, brackets removed, entity_limit={RetrievalLimits().entity_limit})")
+    retriever = Retriever(metaqa)
+    print(_table(["questions", "n", "recall", "topic in KB", "recall (topic in KB)", "ms/lookup"],
+                 lookup_recall(retriever, recall_sample)))
+
+    rng = random.Random(42)
+    metaqa_questions = [q for hops in (1, 2, 3) for q, _ in metaqa_load.dev_questions(hops)]
+    rows = [timing("MetaQA", metaqa, metaqa_load.COLLECTION,
+                   rng.sample(metaqa_questions, timed + 5), overhead_questions)]
+    metaqa.flush()
+    del metaqa, retriever
+    store, questions = synthetic.synthetic_store()
+    rows.append(timing("synthetic 1M", store, synthetic.COLLECTION, rng.sample(questions, timed + 5),
+                       overhead_questions))
+    print(f"\nNon-LLM time per question, default limits {RetrievalLimits()}; medians in ms; "
+          "baseline = TrustGraph per-entity pattern traversal (3 queries per entity per hop)")
+    print(_table(["graph", "triples", "index build ms", "questions", "median", "p90", "SPARQL/q", "edges",
+                  "baseline median", "baseline SPARQL/q", "baseline edges", "speedup",
+                  "pipeline non-LLM ms, explainable vs not: overhead"], rows))
+
+
+if __name__ == "__main__":
+    main()
