@@ -7,7 +7,9 @@ import sys
 import time
 
 from flask import Blueprint, Flask, Response, g, jsonify, request
+from pyoxigraph import NamedNode
 
+from server import vocab
 from server.http.context import current_store
 
 blueprint = Blueprint("ops", __name__)
@@ -16,10 +18,14 @@ access_log = logging.getLogger("glassgraph.access")
 
 @blueprint.route("/healthz", methods=["GET"])
 def healthz() -> Response:
-    """``{"ok", "store", "collections"}``; 503 when the store cannot be read."""
+    """``{"ok", "store", "collections"}``; 503 when the store cannot be read.
+
+    Collections are counted from the named graphs (cheap), not with triple counts (a full scan).
+    """
     store = current_store()
     try:
-        collections = len(store.collections())
+        collections = sum(1 for graph in store.raw.named_graphs()
+                          if isinstance(graph, NamedNode) and vocab.collection_of_graph(graph) is not None)
     except OSError as error:
         response = jsonify(ok=False, store=str(store.path or ":memory:"), error=str(error))
         response.status_code = 503
