@@ -124,7 +124,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_load(args: argparse.Namespace, config: Config) -> int:
-    from server.ingest.load import LoadError, format_of, load_file
+    from server.ingest.load import LoadError, build_store, format_of, load_file
 
     for path in args.files:  # check every file first: a typo in the last one loads nothing
         try:
@@ -133,16 +133,21 @@ def cmd_load(args: argparse.Namespace, config: Config) -> int:
             raise CliError(str(exc)) from None
         if not Path(path).is_file():
             raise CliError(f"{path}: no such file")
-    store = _open(config)
-    total = 0
-    for path in args.files:
-        try:
-            count = load_file(store, path, args.collection, progress=not args.quiet and sys.stderr.isatty())
-        except LoadError as exc:
-            loaded = f" ({total} quads from the files before it are loaded)" if total else ""
-            raise CliError(f"{exc}{loaded}") from None
-        total += count
-        print(f"{path}: {count} quads")
+    progress = not args.quiet and sys.stderr.isatty()
+    pending, total = list(args.files), 0
+    target = Path(config.store_path) if config.store_path not in (None, ":memory:") else None
+    try:
+        if target is not None and (not target.exists() or not any(target.iterdir())):
+            total = build_store(target, pending[0], args.collection, progress=progress)  # a new store: bulk load
+            print(f"{pending.pop(0)}: {total} quads")
+        store = _open(config)
+        for path in pending:
+            count = load_file(store, path, args.collection, progress=progress)
+            total += count
+            print(f"{path}: {count} quads")
+    except LoadError as exc:
+        loaded = f" ({total} quads from the files before it are loaded)" if total else ""
+        raise CliError(f"{exc}{loaded}") from None
     sizes = {row["collection"]: row for row in store.collections()}
     row = sizes.get(args.collection, {"triples": 0, "source_triples": 0})
     print(f"loaded {total} quads from {len(args.files)} file(s); collection {args.collection!r} now holds "
