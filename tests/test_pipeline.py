@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from pyoxigraph import Store, Triple
+from pyoxigraph import NamedNode, Store, Triple
 from scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401  (the fixture)
 
 from server import vocab
@@ -92,11 +92,14 @@ def test_capital_of_france_is_answered_and_traced_to_its_chunk(sample: GraphStor
     assert capital["s"] == ENTITY.france.value and capital["o"] == ENTITY.paris.value
     assert capital["labels"] == ["France", "capital", "Paris"] and capital["reasoning"]
     [chain] = capital["sources"]
-    assert chain[0]["iri"] == vocab.chunk_iri("fr", 4, 2).value and chain[0]["type"] == "Chunk"
-    assert (chain[1]["iri"], chain[1]["label"], chain[1]["title"]) == (vocab.page_iri("fr", 4).value, "Page 4",
-                                                                       "Government")
-    assert chain[2]["iri"] == vocab.document_iri("fr").value
-    assert format_chain(chain) == "Chunk 2 → Page 4 → France"
+    chunk, page, document = chain
+    assert (page["iri"], page["label"], page["title"], page["type"]) == (vocab.page_iri("fr", 4).value, "Page 4",
+                                                                         "Government", "Page")
+    assert chunk["iri"].startswith(page["iri"] + "/c") and chunk["type"] == "Chunk"
+    [text] = sample.raw.quads_for_pattern(NamedNode(chunk["iri"]), vocab.TG.content, None, vocab.LIBRARIAN_GRAPH)
+    assert "Paris" in text.object.value  # the chunk that states it
+    assert (document["iri"], document["type"]) == (vocab.document_iri("fr").value, "Document")
+    assert format_chain(chain) == f"{chunk['label']} → Page 4 → France"
     assert source_chains(sample, Triple(ENTITY.france, RELATION.capital, ENTITY.paris)) == capital["sources"]
     assert_consistent(sample)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from pyoxigraph import Triple
+from pyoxigraph import NamedNode, Triple
 
 from server import vocab
 from server.store import GraphStore
@@ -16,6 +16,11 @@ from server.store import GraphStore
 Chain = list[dict]
 
 _TYPES = {vocab.TG.Document: "Document", vocab.TG.Page: "Page", vocab.TG.Chunk: "Chunk"}
+
+
+def graph_options(graph: NamedNode | None) -> dict[str, object]:
+    """Query options that make ``graph`` the default graph, or the union of every graph if None."""
+    return {"default_graph": graph} if graph is not None else {"use_default_graph_as_union": True}
 
 
 def source_chains(store: GraphStore, edge: Triple, collection: str | None = None) -> list[Chain]:
@@ -33,17 +38,17 @@ def source_chains_many(store: GraphStore, edges: Iterable[Triple],
     edges = list(dict.fromkeys(edges))
     if not edges:
         return {}
-    bindings = {"g": vocab.source_graph(collection)} if collection else None
-    rows = store.select("prov_sources", bindings=bindings, values={"edge": edges})
+    graph = vocab.source_graph(collection) if collection else None
+    rows = store.select("prov_sources", values={"edge": edges}, **graph_options(graph))
     nodes: dict[str, dict] = {}
     parents: dict[str, set[str]] = defaultdict(set)
     ancestors: dict[tuple[Triple, str], set[str]] = defaultdict(set)
     for row in rows:
         node = row["node"].value
         info = nodes.setdefault(node, {"iri": node, "label": None, "type": None, "title": None})
-        for key in ("label", "title"):
-            if key in row and info[key] is None:
-                info[key] = row[key].value
+        for key, column in (("label", "label"), ("title", "title"), ("title", "libraryTitle")):
+            if column in row and info[key] is None:
+                info[key] = row[column].value
         if "type" in row:
             info["type"] = _TYPES[row["type"]]
         if "parent" in row:

@@ -6,7 +6,7 @@ from itertools import islice
 from pyoxigraph import Literal, NamedNode, Triple
 
 from server import vocab
-from server.explain.provenance import source_chains_many
+from server.explain.provenance import graph_options, source_chains_many
 from server.sparql_templates import render_term
 from server.store import GraphStore
 
@@ -19,8 +19,7 @@ def read_trace(store: GraphStore, session_iri: str) -> dict | None:
     session = _session_node(session_iri)
     if session is None:
         return None
-    graph = store.explain_graph
-    rows = store.select("explain_session", bindings={"session": session, "eg": graph})
+    rows = store.select("explain_session", bindings={"session": session}, default_graph=store.explain_graph)
     if not rows:
         return None
     head = rows[0]
@@ -48,7 +47,7 @@ def read_trace(store: GraphStore, session_iri: str) -> dict | None:
 
 def list_sessions(store: GraphStore, limit: int = 20, offset: int = 0) -> list[dict]:
     """Sessions newest first: ``{"session", "question", "time", "model", "collection", "status"}``."""
-    solutions = store.query("explain_sessions", bindings={"eg": store.explain_graph})
+    solutions = store.query("explain_sessions", default_graph=store.explain_graph)
     names = [v.value for v in solutions.variables]
     page = islice(solutions, max(offset, 0), max(offset, 0) + max(limit, 0))
     result = []
@@ -82,7 +81,7 @@ def _value(term: NamedNode | Literal | None) -> str | None:
 
 def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> list[dict]:
     """The selected edges in selection order, with labels, reasoning and source chains."""
-    rows = store.select("explain_edges", bindings={"selection": selection, "eg": store.explain_graph})
+    rows = store.select("explain_edges", bindings={"selection": selection}, default_graph=store.explain_graph)
     rows.sort(key=lambda row: _index(row["node"].value))
     triples: list[Triple] = [row["edge"] for row in rows]
     labels = _labels(store, triples, collection)
@@ -117,8 +116,8 @@ def _labels(store: GraphStore, triples: list[Triple], collection: str | None) ->
                               if isinstance(t, NamedNode)))
     if not iris:
         return {}
-    bindings = {"g": vocab.collection_graph(collection)} if collection else None
+    graph = vocab.collection_graph(collection) if collection else None
     labels: dict[NamedNode, str] = {}
-    for row in store.select("explain_labels", bindings=bindings, values={"term": iris}):
+    for row in store.select("explain_labels", values={"term": iris}, **graph_options(graph)):
         labels.setdefault(row["term"], row["label"].value)
     return labels
