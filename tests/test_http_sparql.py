@@ -212,6 +212,9 @@ def test_default_graph_uri_and_named_graph_uri_define_the_dataset(server: LiveSe
 def test_from_in_the_query_replaces_the_union_default_graph(server: LiveServer) -> None:
     result = rows(query(server, f"SELECT ?o FROM <{G2.value}> WHERE {{ ?s ?p ?o }}"))
     assert result == [{"o": Literal("two", language="en")}]
+    overridden = rows(query(server, f"SELECT ?o FROM <{G2.value}> WHERE {{ ?s ?p ?o }}",
+                            **{"default-graph-uri": G1.value}))  # the protocol's dataset wins over FROM
+    assert {r["o"] for r in overridden} == {Literal("one"), FACT}
     comment = rows(query(server, "SELECT ?o WHERE { ?s ?p ?o } # FROM <nowhere>"))
     assert len(comment) == 4
 
