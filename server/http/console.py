@@ -10,7 +10,7 @@ from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse
 from werkzeug.exceptions import BadRequest, NotFound
 
 from server import vocab
-from server.explain.provenance import node_name, source_chains_many
+from server.explain.provenance import graph_options, node_name, source_chains_many
 from server.explain.trace import list_sessions, read_trace
 from server.http.context import current_config, current_store
 from server.store import GraphStore
@@ -157,8 +157,12 @@ def sessions() -> str:
                            has_next=len(rows) > SESSIONS_PER_PAGE)
 
 
-def resource_html(iri: str) -> str:
-    """The HTML view of ``/resource?iri=``: label, edges both ways, and the sources of each fact."""
+def resource_html(iri: str) -> str | tuple[str, int]:
+    """The HTML view of ``/resource?iri=``: label, edges both ways, and the sources of each fact.
+
+    Facts of a collection's knowledge graph show the subgraphs that state them and the chains
+    from there to the chunk, page and document (looked up in that collection's source graph).
+    """
     try:
         node = NamedNode(iri)
     except ValueError as error:
@@ -168,22 +172,29 @@ def resource_html(iri: str) -> str:
     incoming = store.select("console_resource_in", bindings={"iri": node})
     labels = _labels(store, [node] + [row[k] for row in outgoing + incoming for k in ("s", "p", "o", "g")
                                       if k in row])
-    facts = {Triple(node, row["p"], row["o"]) for row in outgoing}
-    facts |= {Triple(row["s"], row["p"], node) for row in incoming}
-    chains = source_chains_many(store, facts)
+    edges = [(row, Triple(node, row["p"], row["o"]), "o") for row in outgoing]
+    edges += [(row, Triple(row["s"], row["p"], node), "s") for row in incoming]
+    by_collection: dict[str, set[Triple]] = {}
+    for row, fact, _ in edges:
+        collection = vocab.collection_of_graph(row["g"])
+        if collection is not None and fact.predicate != vocab.RDFS.label:
+            by_collection.setdefault(collection, set()).add(fact)
+    chains: dict[Triple, list] = {}
     subgraphs: dict[Triple, list[str]] = {}
-    for row in store.select("console_fact_subgraphs", values={"fact": list(facts)}) if facts else []:
-        subgraphs.setdefault(row["fact"], []).append(row["sg"].value)
-
-    def edge(row: dict, fact: Triple, other: str) -> dict:
-        return {"graph": term_view(row["g"], labels), "p": term_view(row["p"], labels),
-                "other": term_view(row[other], labels), "subgraphs": sorted(subgraphs.get(fact, [])),
-                "chains": chains.get(fact, [])}
-
-    out_edges = [edge(row, Triple(node, row["p"], row["o"]), "o") for row in outgoing]
-    in_edges = [edge(row, Triple(row["s"], row["p"], node), "s") for row in incoming]
-    return render_template("resource.html", iri=iri, label=labels.get(node), out_edges=out_edges,
-                           in_edges=in_edges, limit=EDGE_LIMIT)
+    for collection, facts in by_collection.items():
+        chains.update(source_chains_many(store, facts, collection))
+        for row in store.select("console_fact_subgraphs", values={"fact": list(facts)},
+                                default_graph=vocab.source_graph(collection)):
+            subgraphs.setdefault(row["fact"], []).append(row["sg"].value)
+    groups: dict[str, dict[NamedNode, dict]] = {"o": {}, "s": {}}  # direction -> graph -> its edges
+    for row, fact, other in edges:
+        group = groups[other].setdefault(row["g"], {"graph": term_view(row["g"], labels), "edges": []})
+        group["edges"].append({"p": term_view(row["p"], labels), "other": term_view(row[other], labels),
+                               "subgraphs": sorted(subgraphs.get(fact, [])), "chains": chains.get(fact, [])})
+    page = render_template("resource.html", iri=iri, label=labels.get(node), limit=EDGE_LIMIT,
+                           outgoing=list(groups["o"].values()), incoming=list(groups["s"].values()),
+                           out_count=len(outgoing), in_count=len(incoming))
+    return page if edges else (page, 404)
 
 
 def _labels(store: GraphStore, terms: list[object]) -> dict[NamedNode, str]:
@@ -192,6 +203,6 @@ def _labels(store: GraphStore, terms: list[object]) -> dict[NamedNode, str]:
     if not iris:
         return {}
     labels: dict[NamedNode, str] = {}
-    for row in store.select("explain_labels", values={"term": iris}):
+    for row in store.select("explain_labels", values={"term": iris}, **graph_options(None)):
         labels.setdefault(row["term"], row["label"].value)
     return labels

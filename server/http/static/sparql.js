@@ -55,7 +55,7 @@
     status.textContent = text;
   }
 
-  /** One link per format: the link is the GET URL; a click fetches it with that format's Accept. */
+  /** One link per format: the GET URL, fetched with that format's Accept by download.js. */
   function showDownloads(query, kind) {
     downloads.replaceChildren("Download: ");
     const formats = kind === "CONSTRUCT" || kind === "DESCRIBE" ? GRAPH_FORMATS
@@ -65,36 +65,10 @@
       link.href = `/sparql?query=${encodeURIComponent(query)}`;
       link.textContent = label;
       link.dataset.accept = accept;
-      link.setAttribute("download", `results.${extension}`);
-      link.addEventListener("click", (event) => {
-        event.preventDefault();
-        download(link);
-      });
+      link.dataset.filename = `results.${extension}`;
       if (index) downloads.append(" · ");
       downloads.append(link);
     });
-  }
-
-  async function download(link) {
-    let response;
-    try {
-      response = await fetch(link.href, { headers: { Accept: link.dataset.accept } });
-    } catch (failure) {
-      showError(`Cannot reach the server: ${failure.message}`);
-      return;
-    }
-    if (!response.ok) {
-      showError(await response.text());
-      return;
-    }
-    const url = URL.createObjectURL(await response.blob());
-    const save = document.createElement("a");
-    save.href = url;
-    save.download = link.getAttribute("download");
-    document.body.append(save);
-    save.click();
-    save.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10000);
   }
 
   /** The server's message, from a JSON error body or plain text. */

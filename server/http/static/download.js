@@ -1,0 +1,48 @@
+/* Download links in a chosen format: <a href="URL" data-accept="media/type" data-filename="name">.
+   A plain link cannot send Accept, so a click fetches the URL with it and saves the body;
+   a failure is shown next to the link. */
+"use strict";
+
+const GlassDownload = (() => {
+  function fail(link, message) {
+    let note = link.nextElementSibling;
+    if (!note || !note.classList.contains("download-error")) {
+      note = document.createElement("span");
+      note.className = "download-error";
+      note.setAttribute("role", "alert");
+      link.after(note);
+    }
+    note.textContent = ` ${message}`;
+  }
+
+  async function save(link) {
+    let response;
+    try {
+      response = await fetch(link.href, { headers: { Accept: link.dataset.accept } });
+    } catch (failure) {
+      fail(link, `cannot reach the server: ${failure.message}`);
+      return;
+    }
+    if (!response.ok) {
+      fail(link, `${response.status}: ${(await response.text()).trim()}`);
+      return;
+    }
+    const url = URL.createObjectURL(await response.blob());
+    const anchor = document.createElement("a");
+    anchor.href = url;
+    anchor.download = link.dataset.filename || "download";
+    document.body.append(anchor);
+    anchor.click();
+    anchor.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a[data-accept]");
+    if (!link) return;
+    event.preventDefault();
+    save(link);
+  });
+
+  return { save };
+})();

@@ -1,0 +1,269 @@
+"""The web console in a real headless Chromium against the real server on 127.0.0.1.
+
+The app runs in a werkzeug server thread over the sample store with the offline LLM. Every page
+is saved as a screenshot at 1280x800 and 390x844 under ``test-output/screenshots/``.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import requests
+from pyoxigraph import NamedNode
+from werkzeug.serving import make_server
+
+from server import vocab
+from server.config import PROJECT_ROOT, Config
+from server.http.app import create_app
+from server.store import GraphStore
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+SCREENSHOTS = PROJECT_ROOT / "test-output" / "screenshots"
+SIZES = ((1280, 800), (390, 844))
+QUESTION = "What is the capital of France?"
+FRANCE = vocab.ENTITY.france.value
+PARIS = vocab.ENTITY.paris.value
+CAPITALS = """SELECT ?country ?capital WHERE {
+  GRAPH ?g { ?country r:capital ?capital }
+}
+ORDER BY ?country
+LIMIT 300"""
+WAIT_MS = 30_000  # upper bound for a page event; the tests wait for content, never measure time
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                                reason=f"Debian chromium is not installed at {CHROMIUM} (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def base_url(sample_store: GraphStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real app over the sample store, served by werkzeug on a free loopback port."""
+    config = Config.from_env(environ={}, store_path=str(tmp_path_factory.mktemp("unused")), llm="offline")
+    server = make_server("127.0.0.1", 0, create_app(config, store=sample_store), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(WAIT_MS)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    yield tab
+    context.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+@pytest.fixture(scope="module")
+def session_iri(base_url: str) -> str:
+    """A GraphRAG session for the France question, asked through the HTTP API (not streamed)."""
+    response = requests.post(f"{base_url}/api/graph-rag", json={"query": QUESTION, "streaming": False}, timeout=60)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["error"] is None and "Paris" in body["answer"]
+    return body["session"]
+
+
+def screenshot(page: object, name: str) -> None:
+    """The page at both sizes, whole length, as ``{name}-{width}x{height}.png``."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}x{height}.png"), full_page=True)
+        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {width}px wide"
+    page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
+
+
+def run_query(page: object, query: str) -> None:
+    page.fill("#query", query)
+    page.press("#query", "Control+Enter")
+
+
+def test_home_lists_collections_and_example_questions(page: object, base_url: str,
+                                                      sample_store: GraphStore) -> None:
+    page.goto(base_url + "/")
+    default = next(c for c in sample_store.collections() if c["collection"] == "default")
+    row = page.locator("table.data tbody tr", has_text="default")
+    assert "{:,}".format(default["triples"]) in row.inner_text()
+    assert page.locator("ul.questions a", has_text=QUESTION).count() == 1
+    screenshot(page, "home")
+
+
+def test_sparql_query_shows_rows_and_keeps_history(page: object, base_url: str) -> None:
+    page.goto(base_url + "/console/sparql")
+    assert "PREFIX e: <https://trustgraph.ai/e/>" in page.input_value("#query")
+    run_query(page, "PREFIX r: <https://trustgraph.ai/r/>\n" + CAPITALS)
+    rows = page.locator("#results table tbody tr")
+    rows.first.wait_for()
+    france = rows.filter(has=page.locator(f'a[title="{FRANCE}"]'))
+    assert france.count() == 1
+    assert france.locator(f'a[title="{PARIS}"]').inner_text() == "e:paris"
+    count = rows.count()
+    assert page.locator("#result-title").inner_text() == f"{count} {'row' if count == 1 else 'rows'}"
+    assert [a.inner_text() for a in page.locator("#downloads a").all()] == ["JSON", "XML", "CSV", "TSV"]
+    history = json.loads(page.evaluate("localStorage.getItem('glassgraph.sparql.history')"))
+    assert history[0]["query"].endswith(CAPITALS)
+    assert "query=" in page.url  # the address is the shareable link of what ran
+    screenshot(page, "sparql")
+
+
+def test_sparql_shared_link_prefills_and_runs(page: object, base_url: str) -> None:
+    query = f"ASK {{ GRAPH ?g {{ <{FRANCE}> ?p <{PARIS}> }} }}"
+    page.goto(f"{base_url}/console/sparql?query={quote(query)}")
+    assert page.input_value("#query") == query
+    page.locator("#results .boolean", has_text="true").wait_for()
+
+
+def test_sparql_download_uses_the_chosen_format(page: object, base_url: str) -> None:
+    page.goto(base_url + "/console/sparql")
+    run_query(page, "PREFIX r: <https://trustgraph.ai/r/>\n" + CAPITALS)
+    page.locator("#results table").wait_for()
+    with page.expect_download() as info:
+        page.click("#downloads a:text('CSV')")
+    text = Path(info.value.path()).read_text(encoding="utf-8")
+    assert text.splitlines()[0].strip() == "country,capital"
+    assert f"{FRANCE},{PARIS}" in text
+
+
+def test_sparql_triple_terms_show_as_linked_triples(page: object, base_url: str) -> None:
+    page.goto(base_url + "/console/sparql")
+    run_query(page, "PREFIX tg: <https://trustgraph.ai/ns/>\nSELECT ?sg ?fact WHERE "
+                    "{ GRAPH ?g { ?sg tg:contains ?fact } } LIMIT 5")
+    triple = page.locator("#results .triple").first
+    triple.wait_for()
+    assert triple.inner_text().startswith("<<(") and triple.inner_text().endswith(")>>")
+    assert triple.locator("a.iri").count() >= 2  # subject and predicate at least link to their pages
+
+
+def test_sparql_error_shows_message_and_position(page: object, base_url: str) -> None:
+    page.goto(base_url + "/console/sparql")
+    run_query(page, "SELECT * WHERE {\n  ?s ?p\n}")
+    error = page.locator("#error")
+    error.wait_for()
+    message = page.inner_text("#error .error-message")
+    assert message.startswith("malformed query")
+    line, column = re.search(r"at (\d+):(\d+)", message).groups()  # the parser's own position
+    position = page.inner_text("#error .error-position")
+    assert position.startswith(f"line {line}, column {column}:\n"), position
+    assert position.splitlines()[1] == "SELECT * WHERE {\n  ?s ?p\n}".splitlines()[int(line) - 1]
+    screenshot(page, "sparql-error")
+
+
+def test_ask_streams_selection_with_paris_edge_then_answer(page: object, base_url: str) -> None:
+    page.goto(base_url + "/console/ask")
+    # Record the order in which the selection event and the first answer text reach the page.
+    page.evaluate("""() => {
+      window.seen = [];
+      new MutationObserver(() => {
+        if (document.querySelector('.event-selection') && !seen.includes('selection')) seen.push('selection');
+        if (document.getElementById('answer').textContent && !seen.includes('answer')) seen.push('answer');
+      }).observe(document.getElementById('live'), {subtree: true, childList: true, characterData: true});
+    }""")
+    page.fill("#question", QUESTION)
+    page.click("#ask-button")
+    selection = page.locator(".event-selection.loaded")
+    selection.wait_for()
+    edge = selection.locator("li.edge", has=page.locator(f'a[title="{PARIS}"]'))
+    assert edge.count() >= 1
+    assert edge.first.locator(f'a[title="{FRANCE}"]').count() == 1
+    assert edge.first.locator(".reasoning").inner_text().strip()
+    page.locator("#trace-link:not([hidden])").wait_for()
+    assert "Paris" in page.inner_text("#answer")
+    assert page.evaluate("window.seen") == ["selection", "answer"]
+    kinds = page.eval_on_selector_all("#events > li", "items => items.map(i => i.className.split(' ')[1])")
+    assert kinds == ["event-session", "event-retrieval", "event-selection", "event-answer"]
+    assert page.locator(".event-retrieval .count").inner_text().isdigit()
+    screenshot(page, "ask")
+    page.click("#trace-link a")
+    page.wait_for_url(re.compile(r"/console/trace\?id="))
+    assert page.inner_text("h1") == QUESTION
+
+
+def test_trace_source_link_opens_chunk_text(page: object, base_url: str, session_iri: str,
+                                            sample_store: GraphStore) -> None:
+    page.goto(f"{base_url}/console/trace?id={quote(session_iri)}")
+    assert page.inner_text("h1") == QUESTION
+    assert page.locator("dl.facts", has_text="offline").count() == 1
+    edge = page.locator("li.edge", has=page.locator(f'a[title="{PARIS}"]')).first
+    assert edge.locator(".reasoning").inner_text().strip()
+    chunk_link = edge.locator(".chain-chunk a").first
+    chunk_iri = chunk_link.get_attribute("title").split(": ", 1)[1]
+    expected = next(sample_store.raw.quads_for_pattern(NamedNode(chunk_iri), vocab.TG.content, None,
+                                                       vocab.LIBRARIAN_GRAPH)).object.value
+    assert page.locator("a", has_text="Turtle").get_attribute("href").startswith("/api/explain?id=")
+    screenshot(page, "trace")
+    chunk_link.click()
+    page.wait_for_url(re.compile(r"/api/documents\?id="))
+    assert page.inner_text("body").strip() == expected.strip()
+    screenshot(page, "chunk-text")
+
+
+def test_trace_page_shows_data_without_javascript(browser: object, base_url: str, session_iri: str) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(f"{base_url}/console/trace?id={quote(session_iri)}")
+        assert page.locator("li.edge", has=page.locator(f'a[title="{PARIS}"]')).count() >= 1
+        assert "Paris" in page.inner_text(".answer")
+    finally:
+        context.close()
+
+
+def test_sessions_list_newest_first(page: object, base_url: str, session_iri: str) -> None:
+    page.goto(base_url + "/console/sessions")
+    links = page.locator("a.session-question")
+    assert links.count() >= 1
+    hrefs = [a.get_attribute("href") for a in links.all()]
+    assert f"/console/trace?id={session_iri}" in hrefs or any(quote(session_iri, safe="") in h for h in hrefs)
+    screenshot(page, "sessions")
+
+
+def test_resource_page_from_result_link(page: object, base_url: str) -> None:
+    page.goto(base_url + "/console/sparql")
+    run_query(page, "PREFIX r: <https://trustgraph.ai/r/>\n" + CAPITALS)
+    page.click(f'#results a[title="{FRANCE}"]')
+    page.wait_for_url(re.compile(r"/resource\?iri="))
+    assert page.inner_text("h1") == "France"
+    capital = page.locator("#outgoing tr", has=page.locator(f'a[title="{PARIS}"]'))
+    assert capital.count() >= 1
+    assert capital.first.locator(".stated .chain-chunk").count() >= 1  # the chunk that states the fact
+    assert capital.first.locator(".stated a.iri").first.get_attribute("title").startswith("urn:trustgraph:subgraph:")
+    screenshot(page, "resource")
+    page.click(f'a[title="{PARIS}"]')
+    page.wait_for_url(re.compile(r"/resource\?iri=.*paris"))
+    assert page.locator("#incoming").locator(f'a[title="{FRANCE}"]').count() >= 1
+
+
+@pytest.mark.parametrize(("path", "status"), [
+    ("/console/trace", 400),
+    ("/console/trace?id=urn:trustgraph:session:no-such-session", 404),
+    ("/console/trace?id=not%20an%20iri", 404),
+    ("/console/trace/part?id=https://example.org/x", 400),
+    ("/console/sessions?page=0", 400),
+    ("/resource?iri=not%20an%20iri", 400),
+])
+def test_bad_parameters_are_client_errors(base_url: str, path: str, status: int) -> None:
+    response = requests.get(base_url + path, headers={"Accept": "text/html"}, timeout=30)
+    assert response.status_code == status, response.text
