@@ -1,7 +1,8 @@
 """The TrustGraph retrieval pattern, as the benchmark's baseline: per entity and hop, three triple
 pattern queries ``(e ? ?)``, ``(? e ?)``, ``(? ? e)`` of ``triple_limit`` rows each, followed
-depth-first as TrustGraph's ``follow_edges`` does, then one label query per term (cached across
-questions, like TrustGraph's label cache). Same store, same seeds, same limits as the retriever.
+depth-first as TrustGraph's ``follow_edges`` does, then one label query per term, cached within the
+question (TrustGraph's label cache lives in a GraphRag instance, created per request). Kinder than
+TrustGraph: ``rdfs:label`` edges and literals are not followed. Same store, seeds and limits as ours.
 """
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ class PatternBaseline:
                        limits: RetrievalLimits) -> tuple[list[tuple[str, str, str]], int]:
         """Labelled edges and the number of SPARQL executions for one question."""
         before = self.executions
+        self.label_cache = {}
         graph = vocab.collection_graph(collection)
         edges: dict = {}
         for seed in self.retriever.index.lookup(question, collection, limits.entity_limit):

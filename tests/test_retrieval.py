@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,36 @@ def test_longest_ngram_first_then_ranked_tokens(tmp_path: Path) -> None:
     assert seeds[:3] == [E.new_york, E.new, E.york]
     assert seeds[3] == E.new_york_times  # a token match, ranked after the exact ones
     assert Retriever(store).index.lookup("who lives in new york", "c", 2) == [E.new_york, E.new]
+
+
+def test_lookup_edge_cases(tmp_path: Path) -> None:
+    store = GraphStore(tmp_path / "store")
+    g = vocab.collection_graph("c")
+    store.extend([_label(g, E.dollar, "$"), _label(g, E.police, "Police"), _label(g, E.and_, "AND"),
+                  Quad(E.police, R.in_language, E.french, g)])
+    index = Retriever(store).index
+    assert index.lookup("who wrote $", "c", 5) == [E.dollar]  # a title of punctuation only
+    assert index.lookup('films whose directors also directed "Police" AND NOT (x', "c", 5)[:2] == [E.police, E.and_]
+    assert index.lookup(" ".join(["police"] * 5000), "c", 5) == [E.police]  # long questions stay in sqlite's limits
+    assert index.lookup("", "c", 5) == [] and index.lookup("police", "c", 0) == []
+    assert index.lookup("police", "no-such-collection", 5) == []
+
+
+def test_concurrent_lookups_and_loads(factbook: CountingStore, tmp_path: Path) -> None:
+    retriever = Retriever(factbook)
+    data = tmp_path / "more.nt"
+    data.write_text(f"{E.atlantis} {RDFS.label} \"Atlantis\" .\n", encoding="utf-8")
+
+    def ask(i: int) -> list[NamedNode]:
+        if i % 10 == 0:
+            factbook.notify_loaded("default")  # what a load does to the index and the label cache
+        return retriever.get_labelgraph("capital of France", "default").seeds
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(ask, range(80)))
+    assert all(seeds[0] == E.france for seeds in results)
+    load_file(factbook, data, "default", progress=False)
+    assert retriever.get_labelgraph("Atlantis", "default").seeds == [E.atlantis]
 
 
 def test_limits_are_respected(factbook: CountingStore) -> None:

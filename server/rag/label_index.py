@@ -23,6 +23,8 @@ from server import vocab
 from server.store import GraphStore
 
 MAX_NGRAM = 12  # the longest label, in words, that an exact n-gram match considers
+MAX_TOKENS = 64  # question words the ranked (FTS) stage searches for
+_BATCH = 500  # sqlite parameters per statement
 _NON_WORD = re.compile(r"[^\w]+|_")
 # Tokens too common to rank with; used only by the FTS stage (exact matches still see them).
 _STOPWORDS = frozenset(
@@ -91,26 +93,30 @@ class _CollectionIndex:
         self.size = len(unique)
 
     def exact(self, grams: list[str]) -> list[str]:
-        if not grams:
-            return []
-        order = {gram: rank for rank, gram in enumerate(grams)}
-        found = self.db.execute(
-            f"SELECT norm, term FROM entity WHERE norm IN ({','.join('?' * len(grams))})", grams).fetchall()
+        order: dict[str, int] = {}
+        for gram in grams:
+            order.setdefault(gram, len(order))
+        unique = list(order)
+        found: list[tuple[str, str]] = []
+        for start in range(0, len(unique), _BATCH):  # under sqlite's parameter limit, however long the question
+            batch = unique[start:start + _BATCH]
+            found += self.db.execute(
+                f"SELECT norm, term FROM entity WHERE norm IN ({','.join('?' * len(batch))})", batch).fetchall()
         found.sort(key=lambda row: (order[row[0]], row[1]))
         return [term for _, term in found]
 
     def ranked(self, tokens: list[str], limit: int) -> list[str]:
         if not tokens or limit <= 0:
             return []
-        match = " OR ".join(f'"{token}"' for token in tokens)  # tokens are [\w]+ only: no quotes inside
+        match = " OR ".join(f'"{token}"' for token in tokens[:MAX_TOKENS])  # tokens are [\w]+ only: no quotes inside
         rows = self.db.execute("SELECT term FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), term LIMIT ?",
                                (match, limit)).fetchall()
         return [term for (term,) in rows]
 
     def display(self, terms: list[str]) -> dict[str, str]:
         found: dict[str, str] = {}
-        for start in range(0, len(terms), 500):  # under sqlite's parameter limit
-            batch = terms[start:start + 500]
+        for start in range(0, len(terms), _BATCH):
+            batch = terms[start:start + _BATCH]
             found.update(self.db.execute(
                 f"SELECT term, label FROM display WHERE term IN ({','.join('?' * len(batch))})", batch).fetchall())
         return found
