@@ -23,6 +23,8 @@ from server.tg_invoke import add_query_arguments, check_question, limits_of, pos
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
 
 DUMP_FORMATS = ("trig", "nq", "ttl", "nt")
+EXIT_CODES = ("exit codes: 0 success, 1 the operation failed, 2 usage, "
+              "3 the store is in use by another process or cannot be opened")
 
 
 class CliError(Exception):
@@ -276,7 +278,8 @@ def cmd_reindex(args: argparse.Namespace, config: Config) -> int:
 def _command(sub: argparse._SubParsersAction, name: str, handler: Callable[..., int], help_text: str,
              example: str) -> argparse.ArgumentParser:
     parser = sub.add_parser(name, help=help_text, description=help_text,
-                            epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
+                            epilog=f"example:\n  {example}\n\n{EXIT_CODES}",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.set_defaults(handler=handler, command_parser=parser)
     return parser
 
@@ -287,8 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  glassgraph serve --port 7878\n  glassgraph load data.ttl -C movies\n"
                "  glassgraph ask -x -q \"What is the capital of France?\"\n  glassgraph sessions\n\n"
-               "exit codes: 0 success, 1 the operation failed, 2 usage, 3 the store is in use or cannot be opened\n"
-               "'glassgraph COMMAND --help' describes each command.")
+               f"{EXIT_CODES}\n'glassgraph COMMAND --help' describes each command.")
     parser.add_argument("--store", metavar="PATH",
                         help="store directory (default: $GLASSGRAPH_STORE or ~/.local/share/glassgraph/store)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

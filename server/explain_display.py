@@ -142,7 +142,7 @@ class StreamDisplay:
         if kind == "selection":
             lines += self._selection(iri)
         if self._answer_open and self.out.isatty():  # keep the block off the answer's last line
-            self.err.write("\n")
+            self.err.write("\n\n")
         self.err.write("\n".join(lines) + "\n\n")
         self.err.flush()
 

@@ -10,16 +10,18 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import fields
 from urllib.parse import urlsplit
 
 import requests
 
 from server import vocab
 from server.explain_display import StreamDisplay, StreamError, TraceUnavailable, error_text, silence_stdout
+from server.rag.retrieval import RetrievalLimits
 
 DEFAULT_URL = "http://127.0.0.1:7878"
 EXIT_OK, EXIT_SERVER_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
-LIMIT_FLAGS = ("entity_limit", "triple_limit", "max_subgraph_size", "max_path_length")
+LIMIT_FLAGS = tuple(f.name for f in fields(RetrievalLimits))  # entity_limit, triple_limit, ...
 
 EPILOG = """\
 examples:
@@ -59,10 +61,15 @@ def add_query_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags shared with ``glassgraph ask``: question, collection, retrieval limits, display."""
     parser.add_argument("-q", "--question", required=True, help="the question to answer")
     parser.add_argument("-C", "--collection", default="default", help="collection to query (default: %(default)s)")
-    parser.add_argument("-e", "--entity-limit", type=positive_int, help="seed entities to start from")
-    parser.add_argument("--triple-limit", type=positive_int, help="edges fetched per entity and hop")
-    parser.add_argument("-s", "--max-subgraph-size", type=positive_int, help="edges retrieved at most")
-    parser.add_argument("-p", "--max-path-length", type=positive_int, help="hops from the seed entities")
+    defaults = RetrievalLimits()
+    parser.add_argument("-e", "--entity-limit", type=positive_int,
+                        help=f"seed entities to start from (default: {defaults.entity_limit})")
+    parser.add_argument("--triple-limit", type=positive_int,
+                        help=f"edges fetched per entity and hop (default: {defaults.triple_limit})")
+    parser.add_argument("-s", "--max-subgraph-size", type=positive_int,
+                        help=f"edges retrieved at most (default: {defaults.max_subgraph_size})")
+    parser.add_argument("-p", "--max-path-length", type=positive_int,
+                        help=f"hops from the seed entities (default: {defaults.max_path_length})")
     parser.add_argument("-x", "--explainable", action="store_true",
                         help="show the explain events (to stderr) as they arrive")
     parser.add_argument("--format", choices=("text", "json"), default="text",
