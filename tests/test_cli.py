@@ -313,8 +313,19 @@ def test_no_server_exits_3_naming_the_url() -> None:
 
 
 def test_wrong_collection_exits_1(server_url: str, cli_store: str) -> None:
-    assert_one_line_failure(run(TG_INVOKE, "-u", server_url, "-C", "nosuch", "-q", QUESTION), 1, "nosuch")
+    assert_one_line_failure(run(TG_INVOKE, "-u", server_url, "-C", "nosuch", "-q", QUESTION), 1,
+                            "HTTP 404", "no collection 'nosuch'")
+    assert_one_line_failure(run(TG_INVOKE, "-u", server_url, "--no-streaming", "-C", "nosuch", "-q", QUESTION), 1,
+                            "no collection 'nosuch'")
     assert_one_line_failure(run(GLASSGRAPH, "--store", cli_store, "ask", "-C", "nosuch", "-q", QUESTION), 1, "nosuch")
+
+
+def test_error_in_the_stream_exits_1_after_the_blocks_so_far(server_url: str) -> None:
+    """A question that matches nothing: the server streams session and retrieval, then an error message."""
+    result = run(TG_INVOKE, "-u", server_url, "-x", "-q", "zzqxv vvbnmq")
+    last = assert_failure(result, 1, "no-edges")
+    assert [kind for kind, _, _ in blocks(result.stderr)] == ["session", "retrieval"]
+    assert last.startswith("tg-invoke-graph-rag: error: ")
 
 
 def test_bad_or_missing_token_exits_1(token_server_url: str) -> None:
