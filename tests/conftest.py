@@ -7,7 +7,7 @@ import pytest
 from scripted_llm import scripted_llm  # noqa: F401  (fixture: scripted OpenAI-compatible server)
 
 from server.config import SAMPLE_DATA
-from server.ingest.load import load_file
+from server.ingest.load import build_store
 from server.store import GraphStore
 
 
@@ -23,9 +23,9 @@ def sample_store(tmp_path_factory: pytest.TempPathFactory) -> GraphStore:
 
     Tests may add explain traces to it; tests that change the knowledge graph use `store`.
     """
-    store = GraphStore(tmp_path_factory.mktemp("sample") / "store")
-    load_file(store, SAMPLE_DATA, "default", progress=False)
-    return store
+    path = tmp_path_factory.mktemp("sample") / "store"
+    build_store(path, SAMPLE_DATA, "default", progress=False)  # same content as load_file, faster
+    return GraphStore(path)
 
 
 @pytest.fixture

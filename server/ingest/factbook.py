@@ -662,11 +662,19 @@ def profile_quads(profile: Profile, iris: dict[EntityKey, NamedNode]) -> Iterato
                 yield Quad(fact.subject, fact.predicate, fact.object, knowledge)
 
 
+def preferred_label(labels: Iterable[str]) -> str:
+    """One label for spellings that share a slug: the least shouted (``Port of Spain``, not ``Port-Of-Spain``)."""
+    return min(labels, key=lambda label: (-sum(ch.islower() for ch in label), -len(label), label))
+
+
 def label_quads(iris: dict[EntityKey, NamedNode], used: set[NamedNode]) -> Iterator[Quad]:
     knowledge = vocab.collection_graph(COLLECTION)
+    spellings: dict[NamedNode, set[str]] = defaultdict(set)
     for key, iri in iris.items():
+        spellings[iri].add(key.label)
+    for iri, labels in spellings.items():
         if iri in used:
-            yield Quad(iri, RDFS.label, Literal(key.label), knowledge)
+            yield Quad(iri, RDFS.label, Literal(preferred_label(labels)), knowledge)
     for relation, label in RELATIONS.items():
         if RELATION[relation] in used:
             yield Quad(RELATION[relation], RDFS.label, Literal(label), knowledge)
