@@ -16,7 +16,7 @@ from pathlib import Path
 
 from server import vocab
 from server.config import Config
-from server.explain_display import StreamDisplay, StreamError, silence_stdout, trace_lines
+from server.explain_display import StreamDisplay, StreamError, silence_stdout, tolerant_streams, trace_lines
 from server.store import GraphStore
 from server.tg_invoke import add_query_arguments, check_question, limits_of, positive_int
 
@@ -350,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    tolerant_streams()
     if args.command == "ask":
         check_question(args.command_parser, args)
     overrides = {"store_path": args.store}

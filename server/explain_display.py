@@ -36,6 +36,13 @@ def silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def tolerant_streams() -> None:
+    """A terminal that cannot show a character (``→``, accents) gets ``?``, not a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
 def explain_kind(iri: str) -> str:
     """``session``, ``retrieval``, ``selection``, ``answer`` (or ``explain`` for anything else)."""
     for prefix, kind in _KINDS:

@@ -16,7 +16,14 @@ from urllib.parse import urlsplit
 import requests
 
 from server import vocab
-from server.explain_display import StreamDisplay, StreamError, TraceUnavailable, error_text, silence_stdout
+from server.explain_display import (
+    StreamDisplay,
+    StreamError,
+    TraceUnavailable,
+    error_text,
+    silence_stdout,
+    tolerant_streams,
+)
 from server.rag.retrieval import RetrievalLimits
 
 DEFAULT_URL = "http://127.0.0.1:7878"
@@ -238,6 +245,7 @@ def _sse(lines: Iterator[str]) -> Iterator[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    tolerant_streams()
     check_question(parser, args)
     parts = urlsplit(args.url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
