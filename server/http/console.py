@@ -58,7 +58,8 @@ def term_view(term: object, labels: dict[NamedNode, str] | None = None) -> dict:
     """A term as the ``term`` macro of ``templates/partials/terms.html`` shows it."""
     labels = labels or {}
     if isinstance(term, NamedNode):
-        return {"kind": "iri", "iri": term.value, "text": labels.get(term) or curie(term.value)}
+        label = labels.get(term)
+        return {"kind": "iri", "iri": term.value, "text": label or curie(term.value), "labeled": bool(label)}
     if isinstance(term, Literal):
         datatype = term.datatype.value
         shown = None if term.language or datatype == vocab.XSD.string.value else curie(datatype)
@@ -86,8 +87,8 @@ def _trace_view(trace: dict) -> dict:
         terms = (triple.subject, triple.predicate, triple.object)
         views = [term_view(t) for t in terms]
         for view, label in zip(views, edge["labels"], strict=True):
-            if view["kind"] == "iri":
-                view["text"] = label
+            if view["kind"] == "iri" and label != view["iri"]:
+                view.update(text=label, labeled=True)
         edges.append({**edge, "terms": views})
     return {**trace, "edges": edges}
 
