@@ -65,7 +65,7 @@ def label_preference(label: Literal) -> tuple[bool, str]:
 
 
 class _CollectionIndex:
-    """One collection's labels in an in-memory sqlite database (callers hold the owner's lock).
+    """One collection's labels in an in-memory sqlite database (callers hold ``lock``).
 
     ``entity`` holds the normalized labels of entities (terms not used as predicates) for lookup,
     ``fts`` the same for ranked token search, ``display`` one label per labelled term (relations
@@ -74,6 +74,7 @@ class _CollectionIndex:
 
     def __init__(self, rows: list[tuple[str, Literal, bool]]) -> None:
         self.db = sqlite3.connect(":memory:", check_same_thread=False)
+        self.lock = threading.Lock()
         self.db.execute("CREATE TABLE entity(term TEXT NOT NULL, norm TEXT NOT NULL)")
         self.db.execute("CREATE VIRTUAL TABLE fts USING fts5(norm, term UNINDEXED, tokenize='unicode61')")
         self.db.execute("CREATE TABLE display(term TEXT PRIMARY KEY, label TEXT NOT NULL) WITHOUT ROWID")
@@ -128,7 +129,7 @@ class LabelIndex:
     def __init__(self, store: GraphStore) -> None:
         self.store = store
         self._indexes: dict[str, _CollectionIndex] = {}
-        self._lock = threading.Lock()  # guards _indexes and every sqlite call
+        self._lock = threading.Lock()  # guards the dicts; each index has its own lock for sqlite
         self._build_locks: dict[str, threading.Lock] = {}
         self._generation: dict[str, int] = {}
         store.add_load_listener(self.invalidate)
@@ -149,6 +150,9 @@ class LabelIndex:
             index = self._indexes.get(collection)
             if index is not None:
                 return index
+        if not self.store.has_collection(collection):
+            return _CollectionIndex([])  # not kept: unknown names must not pile up
+        with self._lock:
             build_lock = self._build_locks.setdefault(collection, threading.Lock())
         with build_lock:  # one builder per collection; others wait for its result
             with self._lock:
@@ -168,7 +172,7 @@ class LabelIndex:
     def display_labels(self, terms: list[NamedNode], collection: str) -> dict[NamedNode, str]:
         """The preferred ``rdfs:label`` of each term that has one in the collection graph."""
         index = self._index(collection)
-        with self._lock:
+        with index.lock:
             found = index.display([term.value for term in terms])
         return {term: found[term.value] for term in terms if term.value in found}
 
@@ -179,7 +183,7 @@ class LabelIndex:
         index = self._index(collection)
         words = normalize_words(question)
         tokens = list(dict.fromkeys(w for w in words if w not in _STOPWORDS))
-        with self._lock:
+        with index.lock:
             found = list(dict.fromkeys(index.exact(_ngrams(words, index.longest) + _symbol_words(question))))[:limit]
             if len(found) < limit:
                 seen = set(found)
