@@ -1,0 +1,160 @@
+"""Every SPARQL template parses, and parameters bound to templates are data, never SPARQL.
+
+Parameters go in two ways (server/sparql_templates.py): ``bindings`` (pyoxigraph substitutions)
+and ``values`` (terms rendered by pyoxigraph into an empty VALUES block). The property tests bind
+arbitrary strings, IRIs and triple terms both ways and check that exactly the stored term matches
+and that nothing else in the store changes.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from pyoxigraph import Literal, NamedNode, Quad, QueryBoolean, Store, Triple
+
+from server.sparql_templates import TemplateError, load_template, render_values, template_names, template_path
+from server.store import GraphStore
+from server.vocab import TG, XSD
+
+EMPTY_VALUES = re.compile(r"VALUES\s*(\?\w+|\(\s*(?:\?\w+\s*)+\))\s*\{\s*\}", re.IGNORECASE)
+DUMMY = NamedNode("urn:test:dummy")
+TEST_TEMPLATES = Path(__file__).parent / "sparql_test_templates"
+
+
+def with_dummy_rows(text: str) -> str:
+    """Fill every empty VALUES block with one row of dummy IRIs, as a caller would."""
+    keys = [tuple(re.findall(r"\?(\w+)", m.group(1))) for m in EMPTY_VALUES.finditer(text)]
+    if not keys:
+        return text
+    return render_values(text, {key: [(DUMMY,) * len(key)] for key in keys})
+
+
+@pytest.mark.parametrize("name", template_names())
+def test_every_template_parses_and_runs(name: str) -> None:
+    path = template_path(name)
+    text = with_dummy_rows(load_template(name))
+    if path.suffix == ".rq":
+        result = Store().query(text)
+        if not isinstance(result, QueryBoolean):
+            list(result)
+    else:
+        Store().update(text)
+
+
+@pytest.mark.parametrize("name", template_names())
+def test_every_template_has_a_header_naming_its_parameters(name: str) -> None:
+    header = []
+    for line in load_template(name).splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line)
+    assert header, f"sparql/{name}: no comment header"
+    assert re.search(r"parameters?", "\n".join(header), re.IGNORECASE), f"sparql/{name}: header names no parameters"
+
+
+def test_template_names_are_checked() -> None:
+    with pytest.raises(TemplateError):
+        load_template("../server/config")
+    with pytest.raises(TemplateError):
+        load_template("no_such_template")
+
+
+def test_a_values_key_without_its_block_is_refused() -> None:
+    with pytest.raises(TemplateError):
+        render_values("SELECT * WHERE { ?s ?p ?o }", {"s": [DUMMY]})
+    with pytest.raises(TemplateError):
+        render_values("SELECT * WHERE { VALUES (?s ?p) { } }", {("s", "p"): [(DUMMY,)]})
+
+
+# --- property tests: parameters are matched exactly and never change the query --------------------
+
+TRICKY = ['"', "'", '\\"', "\\", "{", "}", "} DROP ALL {", '" } ; DROP ALL ; INSERT DATA { <a> <b> "',
+          "\n", "\r\n", "\t", ">", "<urn:x>", "?o", "$o", "#", "'''", '"""', "é", "日本語", "🙂", "\u2028", "\x00",
+          ")>>", "<<( <a> <b> <c> )>>", "UNDEF"]
+strings = st.one_of(st.sampled_from(TRICKY),
+                    st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),  # no lone surrogates
+                    st.lists(st.sampled_from(TRICKY), min_size=1, max_size=5).map("".join))
+literals = st.one_of(
+    strings.map(Literal),
+    st.tuples(strings, st.sampled_from(["en", "fr", "en-US", "zh-Hant-TW"])).map(
+        lambda t: Literal(t[0], language=t[1])),
+    st.tuples(strings, st.sampled_from([XSD.integer, XSD.date, NamedNode("http://example.org/dt#x")])).map(
+        lambda t: Literal(t[0], datatype=t[1])),
+)
+iris = strings.map(lambda s: NamedNode("http://example.org/" + quote(s, safe="/:;=&'()!*,$+@~")))
+triples = st.tuples(iris, iris, st.one_of(iris, literals)).map(lambda t: Triple(*t))
+terms = st.one_of(literals, iris, triples, st.tuples(iris, iris, triples).map(lambda t: Triple(*t)))
+
+G = NamedNode("urn:test:graph")
+OTHER = NamedNode("urn:test:other")
+S = NamedNode("urn:test:s")
+P = NamedNode("urn:test:p")
+DECOYS = [Literal("decoy"), Literal("} DROP ALL {"), NamedNode("http://example.org/decoy"),
+          Triple(NamedNode("http://example.org/a"), NamedNode("http://example.org/b"), Literal("c"))]
+INJECTION = Literal('"} DROP ALL { "')
+INJECTION_IRI = NamedNode("http://example.org/" + quote("} DROP ALL {", safe=""))
+INJECTION_TRIPLE = Triple(INJECTION_IRI, INJECTION_IRI, Literal("} DROP ALL {\n", language="en"))
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _seed(store: GraphStore, term: object) -> set[Quad]:
+    """The store holds the term as an object in two quads, plus decoys; returns its content."""
+    store.raw.clear()
+    quads = [Quad(S, P, term, G), Quad(S, TG.contains, term, OTHER)]
+    quads += [Quad(NamedNode(f"urn:test:decoy{i}"), P, decoy, graph) for i, decoy in enumerate(DECOYS)
+              for graph in (G, OTHER) if decoy != term]
+    store.extend(quads)
+    return set(store.raw)
+
+
+@PROPERTY
+@given(term=terms)
+@example(term=INJECTION)
+@example(term=INJECTION_IRI)
+@example(term=INJECTION_TRIPLE)
+def test_a_bound_term_is_matched_exactly(store: GraphStore, term: object) -> None:
+    before = _seed(store, term)
+    rows = store.select("match_object", bindings={"o": term})
+    assert sorted((row["s"].value, row["p"].value, row["g"].value) for row in rows) == [
+        (S.value, TG.contains.value, OTHER.value), (S.value, P.value, G.value)]
+    assert all(row["o"] == term for row in rows)
+    assert [row["s"] for row in store.select("match_object", bindings={"o": term, "g": G})] == [S]
+    assert set(store.raw) == before
+
+
+@PROPERTY
+@given(term=terms)
+@example(term=INJECTION)
+@example(term=INJECTION_IRI)
+@example(term=INJECTION_TRIPLE)
+def test_a_term_in_values_is_matched_exactly(store: GraphStore, term: object) -> None:
+    before = _seed(store, term)
+    rows = store.select("match_objects", values={"o": [term]})
+    assert sorted((row["s"].value, row["p"].value, row["g"].value) for row in rows) == [
+        (S.value, TG.contains.value, OTHER.value), (S.value, P.value, G.value)]
+    assert all(row["o"] == term for row in rows)
+    both = store.select("match_objects", bindings={"g": G}, values={"o": [term, DECOYS[0]]})
+    assert sorted((row["s"].value, row["o"] == term) for row in both) == sorted(
+        [(S.value, True)] + ([("urn:test:decoy0", False)] if term != DECOYS[0] else []))
+    assert set(store.raw) == before
+
+
+@PROPERTY
+@given(term=terms, other=terms)
+@example(term=INJECTION, other=INJECTION_TRIPLE)
+@example(term=INJECTION_TRIPLE, other=INJECTION)
+def test_an_update_with_values_writes_exactly_its_rows(store: GraphStore, term: object, other: object) -> None:
+    """Updates take parameters only through VALUES (test-only templates, run like GraphStore.update)."""
+    before = _seed(store, other)
+    insert = render_values(load_template("insert_quads", TEST_TEMPLATES), {("s", "p", "o", "g"): [(S, P, term, G)]})
+    with store.writing() as raw:
+        raw.update(insert)
+    assert set(store.raw) == before | {Quad(S, P, term, G)}
+    delete = render_values(load_template("delete_objects", TEST_TEMPLATES), {"o": [term]})
+    with store.writing() as raw:
+        raw.update(delete)
+    assert set(store.raw) == {q for q in before | {Quad(S, P, term, G)} if q.object != term}
