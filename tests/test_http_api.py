@@ -51,7 +51,7 @@ def sse_messages(response: requests.Response) -> Iterator[dict]:
 
 def test_sse_delivers_the_first_explain_before_the_llm_answers(france_store: GraphStore,
                                                                scripted_llm: ScriptedLLM) -> None:  # noqa: F811
-    scripted_llm.reply(SELECTION, delay_s=2.0)  # a slow selection call
+    scripted_llm.reply(SELECTION, delay_s=5.0)  # a slow selection call
     scripted_llm.reply("Paris is the capital.", pieces=["Paris ", "is the ", "capital."])
     live = serve(france_store, llm="openai", llm_base_url=scripted_llm.base_url, llm_api_key="test",
                  llm_model="scripted-model", llm_retries=0)

@@ -299,6 +299,12 @@ def test_the_words_service_and_load_elsewhere_are_fine(writable: LiveServer) -> 
     assert update(writable, f"INSERT DATA {{ <{EX}x> <{EX}y> '''LOAD <http://127.0.0.1:1/x>''' }}").status_code == 204
 
 
+def test_a_harmless_reading_that_does_not_parse_is_refused_unheard(writable: LiveServer) -> None:
+    """The guard renames SERVICE where its lexer saw a string; if that text no longer parses, it refuses."""
+    response = query(writable, 'SELECT * WHERE { ?s ?p "SERVICE <http://127.0.0.1:1/>"', "application/json")
+    assert response.status_code == 400
+
+
 def test_allowed_service_federates_into_this_endpoint(store: GraphStore, server: LiveServer) -> None:
     endpoint = server.url + "/sparql"
     live = serve(store, service_allow=(endpoint,))

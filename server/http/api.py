@@ -52,7 +52,7 @@ def _field(body: dict, name: str, kind: type, default: object) -> object:
 
 
 def _request_fields() -> tuple[str, str, bool, bool | None, RetrievalLimits]:
-    body = request.get_json(silent=True)
+    body = request.get_json(silent=True, force=True)  # curl -d without a Content-Type is fine too
     if not isinstance(body, dict):
         raise HttpError(400, "the body must be a JSON object: {\"query\": \"...\", \"collection\": \"default\", ...}")
     unknown = sorted(set(body) - FIELDS)
