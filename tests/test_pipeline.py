@@ -6,7 +6,7 @@ import json
 
 import pytest
 from pyoxigraph import NamedNode, Store, Triple
-from scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401  (the fixture)
+from scripted_llm import ScriptedLLM
 
 from server import vocab
 from server.config import SAMPLE_DATA, Config
@@ -173,7 +173,7 @@ def test_a_store_that_refuses_writes_is_a_store_error(france_store: GraphStore) 
 
 # --- the openai provider against a scripted server ---------------------------------------------
 
-def test_scripted_llm_happy_path(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+def test_scripted_llm_happy_path(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.reply("```jsonl\n" + OK_SELECTION + "\n```")
     scripted_llm.reply("Paris is the capital.", pieces=["Paris ", "is the ", "capital."])
     messages = list(scripted(france_store, scripted_llm).run(QUESTION))
@@ -189,7 +189,7 @@ def test_scripted_llm_happy_path(france_store: GraphStore, scripted_llm: Scripte
 
 
 def test_unknown_ids_are_dropped_and_known_ones_kept(france_store: GraphStore,
-                                                     scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+                                                     scripted_llm: ScriptedLLM) -> None:
     scripted_llm.reply('{"id": "deadbeef", "reasoning": "made up"}\n' + OK_SELECTION + "\n" + OK_SELECTION)
     scripted_llm.reply("Paris.")
     messages = list(scripted(france_store, scripted_llm).run(QUESTION))
@@ -200,7 +200,7 @@ def test_unknown_ids_are_dropped_and_known_ones_kept(france_store: GraphStore,
 
 @pytest.mark.parametrize("reply", ["I think the capital edge is relevant.", '{"id": "deadbeef", "reasoning": "x"}',
                                    '{"id": ', ""])
-def test_a_selection_without_valid_ids_is_an_error(france_store: GraphStore, scripted_llm: ScriptedLLM,  # noqa: F811
+def test_a_selection_without_valid_ids_is_an_error(france_store: GraphStore, scripted_llm: ScriptedLLM,
                                                    reply: str) -> None:
     scripted_llm.reply(reply)
     messages = list(scripted(france_store, scripted_llm).run(QUESTION))
@@ -213,7 +213,7 @@ def test_a_selection_without_valid_ids_is_an_error(france_store: GraphStore, scr
     assert_consistent(france_store)
 
 
-def test_http_500_at_selection(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+def test_http_500_at_selection(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.fail(500, "model exploded")
     messages = list(scripted(france_store, scripted_llm).run(QUESTION))
     assert kinds(messages) == ["explain:session", "explain:retrieval", "error:llm-error"]
@@ -225,7 +225,7 @@ def test_http_500_at_selection(france_store: GraphStore, scripted_llm: ScriptedL
 
 
 def test_http_500_at_synthesis_leaves_the_selection_and_no_answer(france_store: GraphStore,
-                                                                  scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+                                                                  scripted_llm: ScriptedLLM) -> None:
     scripted_llm.reply(OK_SELECTION)
     scripted_llm.fail(500)
     messages = list(scripted(france_store, scripted_llm).run(QUESTION))
@@ -238,7 +238,7 @@ def test_http_500_at_synthesis_leaves_the_selection_and_no_answer(france_store: 
 
 
 def test_failure_in_the_middle_of_the_answer_stream(france_store: GraphStore,
-                                                    scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+                                                    scripted_llm: ScriptedLLM) -> None:
     scripted_llm.reply(OK_SELECTION)
     scripted_llm.reply(pieces=["Paris ", "is "], stream_error="overloaded")
     messages = list(scripted(france_store, scripted_llm).run(QUESTION))
@@ -252,7 +252,7 @@ def test_failure_in_the_middle_of_the_answer_stream(france_store: GraphStore,
     assert_consistent(france_store)
 
 
-def test_an_llm_that_times_out(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+def test_an_llm_that_times_out(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.stall(30)
     messages = list(scripted(france_store, scripted_llm, llm_timeout_s=0.3).run(QUESTION))
     assert kinds(messages) == ["explain:session", "explain:retrieval", "error:llm-error"]
@@ -263,7 +263,7 @@ def test_an_llm_that_times_out(france_store: GraphStore, scripted_llm: ScriptedL
 
 
 def test_an_empty_answer_is_an_error_not_an_empty_answer_entity(france_store: GraphStore,
-                                                                scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+                                                                scripted_llm: ScriptedLLM) -> None:
     scripted_llm.reply(OK_SELECTION)
     scripted_llm.reply(pieces=[])
     messages = list(scripted(france_store, scripted_llm).run(QUESTION))
