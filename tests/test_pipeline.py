@@ -269,3 +269,28 @@ def test_an_empty_answer_is_an_error_not_an_empty_answer_entity(france_store: Gr
     messages = list(scripted(france_store, scripted_llm).run(QUESTION))
     assert kinds(messages)[-1] == "error:llm-error" and "empty answer" in messages[-1].error["message"]
     assert read_trace(france_store, session_of(messages))["answer"] is None
+
+
+def test_an_llm_that_cannot_be_reached(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:
+    rag = scripted(france_store, scripted_llm)
+    scripted_llm.close()
+    messages = list(rag.run(QUESTION))
+    assert kinds(messages) == ["explain:session", "explain:retrieval", "error:llm-error"]
+    assert "cannot connect" in messages[-1].error["message"]
+    assert read_trace(france_store, session_of(messages))["error"]["message"] == messages[-1].error["message"]
+
+
+def test_concurrent_sessions_each_have_a_whole_trace(france_store: GraphStore) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    rag = offline(france_store)
+    questions = [QUESTION, "What currency does France use?", "What is the motto of France?"] * 4
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda q: list(rag.run(q)), questions))
+    traces = [read_trace(france_store, session_of(messages)) for messages in runs]
+    assert len({t["session"] for t in traces}) == len(questions)
+    assert all(t["status"] == "answered" and t["edges"] for t in traces)
+    assert [t["question"] for t in traces] == questions
+    assert [t["answer_text"] for t in traces] == ["".join(m.response for m in r) for r in runs]
+    assert len(list_sessions(france_store, limit=100)) == len(questions)
+    assert_consistent(france_store)
