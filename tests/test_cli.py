@@ -346,6 +346,12 @@ def test_glassgraph_user_errors(cli_store: str, tmp_path: Path) -> None:
                             "no session")
     assert_one_line_failure(run(GLASSGRAPH, "--store", cli_store, "load", str(tmp_path / "missing.ttl")), 1,
                             "no such file")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert_one_line_failure(run(GLASSGRAPH, "--store", str(tmp_path / "empty"), "serve", "--port", port), 1,
+                                f"cannot listen on 127.0.0.1:{port}", "in use")
 
 
 
