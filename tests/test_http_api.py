@@ -116,6 +116,36 @@ def test_streaming_that_cannot_be_delivered_is_406(server: LiveServer) -> None:
     assert ask(server, streaming=True).status_code == 406
 
 
+def test_data_written_over_http_reaches_graph_rag(france_store: GraphStore) -> None:
+    """A SPARQL update and a Graph Store PUT invalidate the label index of the collection they touch."""
+    live = serve(france_store, token="tok")
+    auth = {"Authorization": "Bearer tok"}
+    question = {"query": "What is the capital of Japan?", "streaming": False}
+    try:
+        before = requests.post(live.url + "/api/graph-rag", json=question).json()
+        assert before["error"] is not None and "Tokyo" not in before["answer"]
+        graph = vocab.collection_graph("default").value
+        insert = (f"PREFIX e: <{ENTITY.base}> PREFIX r: <{vocab.RELATION.base}> "
+                  f"PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> INSERT DATA {{ GRAPH <{graph}> {{ "
+                  'e:japan r:capital e:tokyo ; rdfs:label "Japan" . e:tokyo rdfs:label "Tokyo" } }')
+        updated = requests.post(live.url + "/sparql", data=insert,
+                                headers={"Content-Type": "application/sparql-update", **auth})
+        assert updated.status_code == 204
+        after = requests.post(live.url + "/api/graph-rag", json=question).json()
+        assert after["error"] is None and "Tokyo" in after["answer"]
+        italy = (f"<{ENTITY.italy.value}> <{vocab.RELATION.capital.value}> <{ENTITY.rome.value}> .\n"
+                 f'<{ENTITY.italy.value}> <http://www.w3.org/2000/01/rdf-schema#label> "Italy" .\n'
+                 f'<{ENTITY.rome.value}> <http://www.w3.org/2000/01/rdf-schema#label> "Rome" .\n')
+        posted = requests.post(live.url + "/store", params={"graph": graph}, data=italy,
+                               headers={"Content-Type": "application/n-triples", **auth})
+        assert posted.status_code == 204
+        rome = requests.post(live.url + "/api/graph-rag", json={"query": "What is the capital of Italy?",
+                                                                "streaming": False}).json()
+        assert rome["error"] is None and "Rome" in rome["answer"]
+    finally:
+        live.close()
+
+
 # --- explain, sessions, documents, collections ---------------------------------------------------
 
 def test_explain_as_json_and_rdf(server: LiveServer) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import hmac
 
 from flask import current_app, request
+from pyoxigraph import DefaultGraph, NamedNode
 
+from server import vocab
 from server.config import Config
 from server.http.errors import HttpError
 from server.store import GraphStore
@@ -16,6 +18,20 @@ def current_store() -> GraphStore:
 
 def current_config() -> Config:
     return current_app.config["GLASSGRAPH"]
+
+
+def notify_written(graph: NamedNode | DefaultGraph | None = None) -> None:
+    """Tell the store's listeners (label index, label cache) that a collection changed.
+
+    ``None`` (a SPARQL update: the graphs it touched are unknown) invalidates every collection;
+    invalidation is lazy, so this costs nothing until the next lookup.
+    """
+    store = current_store()
+    graphs = store.raw.named_graphs() if graph is None else [graph]
+    for name in graphs:
+        collection = vocab.collection_of_graph(name) if isinstance(name, NamedNode) else None
+        if collection is not None:
+            store.notify_loaded(collection)
 
 
 def require_write_access() -> None:

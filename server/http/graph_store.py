@@ -10,8 +10,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, request
 from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Triple, parse
 
-from server import vocab
-from server.http.context import current_store, require_write_access
+from server.http.context import current_store, notify_written, require_write_access
 from server.http.errors import HttpError
 from server.http.negotiation import GRAPH_MEDIA
 from server.http.sparql import graph_response
@@ -79,14 +78,8 @@ def _write(graph: NamedNode | DefaultGraph, triples: list[Triple], replace: bool
     with store.writing() as raw:
         created = not _exists(graph)
         raw.update(" ;\n".join(operations))
-    _notify(graph)
+    notify_written(graph)
     return Response(status=201 if created else 204)
-
-
-def _notify(graph: NamedNode | DefaultGraph) -> None:
-    collection = vocab.collection_of_graph(graph) if isinstance(graph, NamedNode) else None
-    if collection is not None:
-        current_store().notify_loaded(collection)
 
 
 @blueprint.route("/store", methods=["GET"])
@@ -124,5 +117,5 @@ def delete_graph() -> Response:
         if not _exists(graph):
             raise HttpError(404, f"no graph <{graph.value}> in this store")
         raw.update("CLEAR DEFAULT" if isinstance(graph, DefaultGraph) else f"DROP GRAPH {_render(graph)}")
-    _notify(graph)
+    notify_written(graph)
     return Response(status=204)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from flask import Blueprint, Response, request
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
 
-from server.http.context import current_config, current_store, require_write_access
+from server.http.context import current_config, current_store, notify_written, require_write_access
 from server.http.errors import HttpError
 from server.http.negotiation import GRAPH_MEDIA, RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotiate
 from server.http.results import write_boolean, write_solutions
@@ -227,6 +227,7 @@ def evaluate_update(operation: Operation) -> Response:
         raise HttpError(400, f"malformed update: {error}") from None
     except OSError as error:
         raise HttpError(400, f"the update failed and wrote nothing: {error}") from None
+    notify_written()
     return Response(status=204)
 
 
