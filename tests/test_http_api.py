@@ -236,7 +236,7 @@ def _free_port() -> int:
 def test_under_gunicorn_one_worker_threads(tmp_path: Path) -> None:
     port = _free_port()
     env = {**os.environ, "GLASSGRAPH_STORE": str(tmp_path / "store"), "GLASSGRAPH_LOAD_SAMPLE": "false",
-           "GLASSGRAPH_TOKEN": "tok"}
+           "GLASSGRAPH_TOKEN": "tok", "GLASSGRAPH_LLM": "offline"}
     process = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "gunicorn"), "-w", "1", "-k",
                                 "gthread", "--threads", "4", "-b", f"127.0.0.1:{port}", "server.wsgi:app"],
                                env=env, cwd=Path(__file__).resolve().parent.parent,
