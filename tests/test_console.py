@@ -206,6 +206,18 @@ def test_ask_streams_selection_with_paris_edge_then_answer(page: object, base_ur
     assert page.inner_text("h1") == QUESTION
 
 
+def test_ask_shows_a_failed_run_and_its_trace(page: object, base_url: str) -> None:
+    page.goto(base_url + "/console/ask?q=" + quote("Zqxv wkpj ghrt?"))  # a shared link asks at once
+    error = page.locator("#ask-error")
+    error.wait_for()
+    assert error.inner_text().startswith("no-edges:")
+    page.locator("#trace-link:not([hidden])").wait_for()
+    page.click("#trace-link a")
+    page.wait_for_url(re.compile(r"/console/trace\?id="))
+    assert page.inner_text(".badge") == "failed"
+    assert "no-edges" in page.inner_text("[role=alert]")
+
+
 def test_trace_source_link_opens_chunk_text(page: object, base_url: str, session_iri: str,
                                             sample_store: GraphStore) -> None:
     page.goto(f"{base_url}/console/trace?id={quote(session_iri)}")
@@ -217,7 +229,10 @@ def test_trace_source_link_opens_chunk_text(page: object, base_url: str, session
     chunk_iri = chunk_link.get_attribute("title").split(": ", 1)[1]
     expected = next(sample_store.raw.quads_for_pattern(NamedNode(chunk_iri), vocab.TG.content, None,
                                                        vocab.LIBRARIAN_GRAPH)).object.value
-    assert page.locator("a", has_text="Turtle").get_attribute("href").startswith("/api/explain?id=")
+    with page.expect_download() as info:
+        page.click("a:text('Turtle')")
+    turtle = Path(info.value.path()).read_text(encoding="utf-8")
+    assert f"<{session_iri}>" in turtle and QUESTION in turtle and vocab.TG.selectedEdge.value in turtle
     screenshot(page, "trace")
     chunk_link.click()
     page.wait_for_url(re.compile(r"/api/documents\?id="))
@@ -237,11 +252,16 @@ def test_trace_page_shows_data_without_javascript(browser: object, base_url: str
 
 
 def test_sessions_list_newest_first(page: object, base_url: str, session_iri: str) -> None:
+    asked = []
+    for question in ("What is the capital of Japan?", "What is the capital of Germany?"):
+        response = requests.post(f"{base_url}/api/graph-rag", json={"query": question, "streaming": False},
+                                 timeout=60)
+        asked.append(response.json()["session"])
     page.goto(base_url + "/console/sessions")
-    links = page.locator("a.session-question")
-    assert links.count() >= 1
-    hrefs = [a.get_attribute("href") for a in links.all()]
-    assert f"/console/trace?id={session_iri}" in hrefs or any(quote(session_iri, safe="") in h for h in hrefs)
+    links = [a.get_attribute("href") for a in page.locator("a.session-question").all()]
+    positions = [links.index(f"/console/trace?id={quote(iri, safe=':')}") for iri in (*reversed(asked), session_iri)]
+    assert positions == sorted(positions)  # Germany (last asked), Japan, then the older France session
+    assert page.inner_text("a.session-question >> nth=0") == "What is the capital of Germany?"
     screenshot(page, "sessions")
 
 
