@@ -8,7 +8,7 @@ the same shapes as Oxigraph (RDF 1.2 triple terms included: ``{"type": "triple",
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
@@ -76,10 +76,20 @@ def _csv_value(term: object) -> str:
     return text
 
 
-def _xml_row(variables: Sequence[str], row: Row) -> str:
-    bindings = "".join(f"<binding name={quoteattr(v)}>{_xml_term(t)}</binding>"
-                       for v, t in zip(variables, row, strict=True) if t is not None)
-    return f"<result>{bindings}</result>"
+class _Memo(dict):
+    """Each distinct term rendered once per result (predicates and hubs repeat on many rows)."""
+
+    def __init__(self, render: Callable[[object], str]) -> None:
+        super().__init__()
+        self.render = render
+
+    def __missing__(self, term: object) -> str:
+        text = self[term] = self.render(term)
+        return text
+
+
+def _json_fragment(term: object) -> str:
+    return json.dumps(_json_term(term), ensure_ascii=False, separators=(",", ":"))
 
 
 def _batched(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
@@ -87,33 +97,39 @@ def _batched(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
         yield rows[start:start + _BATCH]
 
 
+def _lines(rows: Sequence[Row], line: Callable[[Row], str], separator: str = "") -> Iterator[bytes]:
+    first = True
+    for batch in _batched(rows):
+        text = separator.join(line(row) for row in batch)
+        yield ((separator if not first else "") + text).encode()
+        first = False
+
+
 def write_solutions(fmt: str, variables: Sequence[str], rows: Sequence[Row]) -> Iterator[bytes]:
     """The SELECT result in ``fmt`` ("json", "xml", "csv", "tsv"), in chunks."""
     if fmt == "json":
         head = json.dumps({"head": {"vars": list(variables)}}, separators=(",", ":"))
         yield (head[:-1] + ',"results":{"bindings":[').encode()
-        first = True
-        for batch in _batched(rows):
-            parts = [json.dumps({v: _json_term(t) for v, t in zip(variables, row, strict=True) if t is not None},
-                                ensure_ascii=False, separators=(",", ":")) for row in batch]
-            yield (("" if first else ",") + ",".join(parts)).encode()
-            first = False
+        keys, memo = [json.dumps(v) + ":" for v in variables], _Memo(_json_fragment)
+        yield from _lines(rows, lambda row: "{" + ",".join(k + memo[t] for k, t in zip(keys, row, strict=True)
+                                                           if t is not None) + "}", ",")
         yield b"]}}"
     elif fmt == "xml":
         head = "".join(f"<variable name={quoteattr(v)}/>" for v in variables)
         yield (f'<?xml version="1.0"?><sparql xmlns="http://www.w3.org/2005/sparql-results#"><head>{head}'
                f"</head><results>").encode()
-        for batch in _batched(rows):
-            yield "".join(_xml_row(variables, row) for row in batch).encode()
+        keys, memo = [f"<binding name={quoteattr(v)}>" for v in variables], _Memo(_xml_term)
+        yield from _lines(rows, lambda row: "<result>" + "".join(k + memo[t] + "</binding>" for k, t in zip(
+            keys, row, strict=True) if t is not None) + "</result>")
         yield b"</results></sparql>"
     elif fmt == "csv":
         yield (",".join(variables) + "\r\n").encode()
-        for batch in _batched(rows):
-            yield "".join(",".join(_csv_value(t) for t in row) + "\r\n" for row in batch).encode()
+        memo = _Memo(_csv_value)
+        yield from _lines(rows, lambda row: ",".join(memo[t] for t in row) + "\r\n")
     else:
         yield ("\t".join("?" + v for v in variables) + "\n").encode()
-        for batch in _batched(rows):
-            yield "".join("\t".join(_tsv_term(t) for t in row) + "\n" for row in batch).encode()
+        memo = _Memo(_tsv_term)
+        yield from _lines(rows, lambda row: "\t".join(memo[t] for t in row) + "\n")
 
 
 def write_boolean(fmt: str, value: bool) -> bytes:

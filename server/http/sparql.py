@@ -121,8 +121,8 @@ def _evaluation_error(error: OSError) -> HttpError:
                      f"query evaluation failed: {error}")
 
 
-def _pull(result: Iterator, width: int | None) -> list:
-    """Every row of ``result`` (tuples of ``width`` terms, or triples), within the row and time limits."""
+def _pull(result: Iterator, as_tuples: bool) -> list:
+    """Every item of ``result`` (solutions as tuples of terms, or triples), within the row and time limits."""
     config = current_config()
     deadline = time.monotonic() + config.query_deadline_s
     rows: list = []
@@ -134,7 +134,7 @@ def _pull(result: Iterator, width: int | None) -> list:
             if len(rows) % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
                 raise HttpError(503, f"the query ran past its deadline of {config.query_deadline_s} s "
                                      "(GLASSGRAPH_DEADLINE)")
-            rows.append(tuple(item[i] for i in range(width)) if width is not None else item)
+            rows.append(tuple(item) if as_tuples else item)
     except OSError as error:
         raise _evaluation_error(error) from None
     return rows
@@ -167,9 +167,9 @@ def evaluate_query(operation: Operation) -> Response:
         if isinstance(result, QueryBoolean):
             return Response(write_boolean(fmt, bool(result)), content_type=RESULTS_CONTENT_TYPE[fmt])
         variables = [v.value for v in result.variables]
-        rows = _pull(result, len(variables))
+        rows = _pull(result, as_tuples=True)
         return Response(write_solutions(fmt, variables, rows), content_type=RESULTS_CONTENT_TYPE[fmt])
-    triples = _pull(result, None)
+    triples = _pull(result, as_tuples=False)
     return graph_response(triples, accept)
 
 
