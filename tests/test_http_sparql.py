@@ -99,6 +99,22 @@ def test_results_negotiation_with_q_values_and_wildcards(server: LiveServer, acc
     assert response.headers["Content-Type"].split(";")[0] == expected
 
 
+def test_awkward_values_round_trip(server: LiveServer) -> None:
+    """Quotes, newlines, tabs, commas, markup, datatypes, blank nodes and unbound values in every format."""
+    text = ('SELECT ?a ?b ?c ?d ?e WHERE { VALUES (?a ?b ?c) { ("say \\"hi\\",\\n\\tthen <b>&amp;</b>" '
+            '"42"^^<http://www.w3.org/2001/XMLSchema#integer> UNDEF) } BIND(BNODE("x") AS ?d) '
+            'BIND("été"@fr AS ?e) }')
+    expected = rows(query(server, text))
+    assert expected[0]["a"] == Literal('say "hi",\n\tthen <b>&amp;</b>') and "c" not in expected[0]
+    for media in ("application/sparql-results+xml", "text/tab-separated-values"):
+        got = rows(query(server, text, media))
+        assert [{k: v for k, v in r.items() if k != "d"} for r in got] == \
+            [{k: v for k, v in r.items() if k != "d"} for r in expected], media
+        assert type(got[0]["d"]).__name__ == "BlankNode"
+    csv = query(server, text, "text/csv").text.split("\r\n")
+    assert csv[0] == "a,b,c,d,e" and csv[1].startswith('"say ""hi"",\n\tthen <b>&amp;</b>",42,,_:')
+
+
 def test_csv_and_ask(server: LiveServer) -> None:
     csv = query(server, f"SELECT ?o WHERE {{ <{B.value}> ?p ?o }}", "text/csv")
     assert csv.text == "o\r\ntwo\r\n"
