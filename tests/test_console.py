@@ -132,6 +132,20 @@ def test_sparql_query_shows_rows_and_keeps_history(page: object, base_url: str) 
     assert history[0]["query"].endswith(CAPITALS)
     assert "query=" in page.url  # the address is the shareable link of what ran
     screenshot(page, "sparql")
+    page.fill("#query", "")
+    page.click("#history-box summary")
+    page.click("#history li:first-child button")
+    assert page.input_value("#query") == CAPITALS_PREFIXES + CAPITALS
+
+
+def test_sparql_construct_shows_graph_text(page: object, base_url: str) -> None:
+    page.goto(base_url + "/console/sparql")
+    run_query(page, f"CONSTRUCT {{ <{FRANCE}> ?p ?o }} WHERE {{ GRAPH ?g {{ <{FRANCE}> ?p ?o }} }}")
+    text = page.locator("#results pre.graph-text")
+    text.wait_for()
+    assert f"<{PARIS}>" in text.inner_text()
+    assert [a.inner_text() for a in page.locator("#downloads a").all()] == ["Turtle", "N-Triples", "N-Quads",
+                                                                          "RDF/XML"]
 
 
 def test_sparql_shared_link_prefills_and_runs(page: object, base_url: str) -> None:

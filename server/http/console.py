@@ -54,7 +54,7 @@ def chain_name(node: dict) -> str:
     return node_name(node)
 
 
-def term_view(term: object, labels: dict[NamedNode, str] | None = None) -> dict:
+def term_view(term: NamedNode | Literal | BlankNode | Triple, labels: dict[NamedNode, str] | None = None) -> dict:
     """A term as the ``term`` macro of ``templates/partials/terms.html`` shows it."""
     labels = labels or {}
     if isinstance(term, NamedNode):
@@ -66,10 +66,7 @@ def term_view(term: object, labels: dict[NamedNode, str] | None = None) -> dict:
         return {"kind": "literal", "text": term.value, "lang": term.language, "datatype": shown}
     if isinstance(term, BlankNode):
         return {"kind": "bnode", "text": f"_:{term.value}"}
-    if isinstance(term, Triple):
-        return {"kind": "triple",
-                "parts": [term_view(t, labels) for t in (term.subject, term.predicate, term.object)]}
-    return {"kind": "literal", "text": str(term), "lang": None, "datatype": None}
+    return {"kind": "triple", "parts": [term_view(t, labels) for t in (term.subject, term.predicate, term.object)]}
 
 
 def _edge_triple(edge: dict) -> Triple:
