@@ -195,9 +195,15 @@ def test_ask_streams_selection_with_paris_edge_then_answer(page: object, base_ur
     # Record the order in which the selection event and the first answer text reach the page.
     page.evaluate("""() => {
       window.seen = [];
-      new MutationObserver(() => {
-        if (document.querySelector('.event-selection') && !seen.includes('selection')) seen.push('selection');
-        if (document.getElementById('answer').textContent && !seen.includes('answer')) seen.push('answer');
+      const note = (what) => { if (!seen.includes(what)) seen.push(what); };
+      new MutationObserver((records) => {
+        for (const record of records) {  // in DOM order, even when several land in one batch
+          for (const node of record.addedNodes) {
+            if (node.classList && node.classList.contains('event-selection')) note('selection');
+          }
+          const target = record.target.nodeType === 1 ? record.target : record.target.parentElement;
+          if (target.closest('#answer') && target.closest('#answer').textContent) note('answer');
+        }
       }).observe(document.getElementById('live'), {subtree: true, childList: true, characterData: true});
     }""")
     page.fill("#question", QUESTION)
