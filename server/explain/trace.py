@@ -48,14 +48,17 @@ def read_trace(store: GraphStore, session_iri: str) -> dict | None:
 def list_sessions(store: GraphStore, limit: int = 20, offset: int = 0) -> list[dict]:
     """Sessions newest first: ``{"session", "question", "time", "model", "collection", "status"}``."""
     solutions = store.query("explain_sessions", default_graph=store.explain_graph)
-    names = [v.value for v in solutions.variables]
-    page = islice(solutions, max(offset, 0), max(offset, 0) + max(limit, 0))
+    page = [(row["session"], row["time"]) for row in islice(solutions, max(offset, 0), max(offset, 0) + max(limit, 0))]
+    if not page:
+        return []
+    details = {row["session"]: row for row in store.select("explain_session_details", values={
+        "session": [session for session, _ in page]}, default_graph=store.explain_graph)}
     result = []
-    for solution in page:
-        row = {n: solution[n] for n in names if solution[n] is not None}
-        result.append({"session": row["session"].value, "question": row["question"].value,
-                       "time": _value(row.get("time")), "model": _value(row.get("model")),
-                       "collection": _value(row.get("collection")), "status": _status(row)})
+    for session, time in page:
+        row = details.get(session, {})
+        result.append({"session": session.value, "question": _value(row.get("question")), "time": time.value,
+                       "model": _value(row.get("model")), "collection": _value(row.get("collection")),
+                       "status": _status(row)})
     return result
 
 
