@@ -15,6 +15,7 @@
   const historyList = document.getElementById("history");
   const HISTORY_KEY = "glassgraph.sparql.history";
   const HISTORY_MAX = 30;
+  const SHOWN_ROWS = 1000;  // more rows than this are for the downloads, not the page
   const RESULT_FORMATS = [
     ["JSON", "application/sparql-results+json", "srj"],
     ["XML", "application/sparql-results+xml", "srx"],
@@ -121,7 +122,7 @@
       headRow.append(th);
     }
     const body = tableNode.createTBody();
-    for (const binding of rows) {
+    for (const binding of rows.slice(0, SHOWN_ROWS)) {
       const row = body.insertRow();
       for (const name of vars) {
         const cell = row.insertCell();
@@ -147,6 +148,12 @@
       const count = data.results.bindings.length;
       title.textContent = `${count} ${count === 1 ? "row" : "rows"}`;
       results.append(table(data));
+      if (count > SHOWN_ROWS) {
+        const note = document.createElement("p");
+        note.className = "muted small";
+        note.textContent = `Showing the first ${SHOWN_ROWS} rows; the downloads hold all ${count}.`;
+        results.append(note);
+      }
       setStatus(`${count} ${count === 1 ? "row" : "rows"} in ${elapsed} ms`);
       return count;
     }
