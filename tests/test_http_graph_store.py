@@ -55,6 +55,15 @@ def test_post_merges(server: LiveServer) -> None:
     assert len(triples(server)) == 3
 
 
+def test_post_to_the_store_itself_creates_a_graph(server: LiveServer) -> None:
+    created = requests.post(url(server), data=DATA, headers=TURTLE)
+    assert created.status_code == 201
+    location = requests.compat.urljoin(server.url, created.headers["Location"])
+    fetched = requests.get(location, headers={"Accept": "application/n-triples"})
+    assert fetched.status_code == 200 and len(fetched.text.strip().splitlines()) == 2
+    assert requests.post(url(server), data="<broken", headers=TURTLE).status_code == 400
+
+
 def test_delete_204_then_404(server: LiveServer) -> None:
     requests.put(url(server), params={"graph": G}, data=DATA, headers=TURTLE)
     assert requests.delete(url(server), params={"graph": G}, headers=AUTH).status_code == 204

@@ -213,6 +213,7 @@ def test_cors_preflight_and_simple_requests(server: LiveServer) -> None:
     assert "Content-Type" in preflight.headers["Access-Control-Allow-Headers"]
     simple = query(server, "ASK {}")
     assert simple.headers["Access-Control-Allow-Origin"] == "*"
+    assert simple.headers["Vary"] == "Accept"
 
 
 # --- datasets -----------------------------------------------------------------------------------

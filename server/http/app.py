@@ -34,7 +34,15 @@ def create_app(config: Config | None = None, store: GraphStore | None = None) ->
     install_error_handlers(app)
     install_request_logging(app)
     app.after_request(_cors)
+    app.after_request(_vary)
     return app
+
+
+def _vary(response: Response) -> Response:
+    """Reads are negotiated on Accept: caches must keep one copy per Accept."""
+    if request.method in ("GET", "HEAD"):
+        response.vary.add("Accept")
+    return response
 
 
 def _cors(response: Response) -> Response:

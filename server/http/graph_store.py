@@ -1,13 +1,16 @@
 """The SPARQL 1.1 Graph Store HTTP Protocol at ``/store`` (``?graph=IRI`` or ``?default``).
 
 GET/HEAD read a graph (404 if a named graph does not exist); PUT replaces, POST merges (201 when
-the graph is new, 204 otherwise); DELETE drops (204, or 404). Writes need the bearer token. A
+the graph is new, 204 otherwise; POST to ``/store`` itself creates a graph ``urn:uuid:...`` and
+answers 201 with its Location); DELETE drops (204, or 404). Writes need the bearer token. A
 body is parsed completely before anything is written, and each write is one atomic update, so a
 bad body writes nothing.
 """
 from __future__ import annotations
 
-from flask import Blueprint, Response, request
+import uuid
+
+from flask import Blueprint, Response, request, url_for
 from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Triple, parse
 
 from server.http.context import current_store, notify_written, require_write_access
@@ -102,8 +105,13 @@ def put_graph() -> Response:
 
 @blueprint.route("/store", methods=["POST"])
 def post_graph() -> Response:
-    """POST: merge the body into the graph."""
+    """POST: merge the body into the graph; to ``/store`` itself, a new graph (201 and its Location)."""
     require_write_access()
+    if not request.args:
+        graph = NamedNode(f"urn:uuid:{uuid.uuid4()}")
+        response = _write(graph, _read_body(graph), replace=False)
+        response.headers["Location"] = url_for("graph_store.get_graph", graph=graph.value)
+        return response
     graph = _target()
     return _write(graph, _read_body(graph), replace=False)
 
