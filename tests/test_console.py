@@ -311,6 +311,11 @@ def test_resource_page_from_result_link(page: object, base_url: str) -> None:
     assert capital.count() >= 1
     assert capital.first.locator(".stated .chain-chunk").count() >= 1  # the chunk that states the fact
     assert capital.first.locator(".stated a.iri").first.get_attribute("title").startswith("urn:trustgraph:subgraph:")
+    with page.expect_download() as info:
+        page.click("a:text('N-Quads')")
+    nquads = Path(info.value.path()).read_text(encoding="utf-8")
+    graph = vocab.collection_graph("default").value
+    assert f"<{FRANCE}> <{vocab.RELATION.capital.value}> <{PARIS}> <{graph}> ." in nquads
     screenshot(page, "resource")
     page.click(f'a[title="{PARIS}"]')
     page.wait_for_url(re.compile(r"/resource\?iri=.*paris"))
