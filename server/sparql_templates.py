@@ -51,6 +51,12 @@ def _block_vars(header: str) -> tuple[str, ...]:
     return tuple(re.findall(r"\?(\w+)", header))
 
 
+def _in_comment(text: str, position: int) -> bool:
+    """Whether ``position`` is on a comment line (template headers may spell ``VALUES ?x { }``)."""
+    line_start = text.rfind("\n", 0, position) + 1
+    return text[line_start:position].lstrip().startswith("#")
+
+
 def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]]) -> str:
     """Fill each empty ``VALUES`` block of ``text`` whose variables match a key of ``values``."""
     wanted = {_key_vars(key): rows for key, rows in values.items()}
@@ -58,7 +64,7 @@ def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | T
 
     def fill(match: re.Match[str]) -> str:
         names = _block_vars(match.group(1))
-        if names not in wanted:
+        if names not in wanted or _in_comment(text, match.start()):
             return match.group(0)
         seen.add(names)
         lines = []
