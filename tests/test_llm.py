@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from scripted_llm import ScriptedLLM
 
 from server.config import Config
-from server.rag.llm import LLMError, OfflineLLM, OpenAILLM, make_llm, render_prompt
+from server.rag.llm import LLMError, OfflineLLM, make_llm, render_prompt
+from server.rag.openai_llm import OpenAILLM
 from server.rag.retrieval import edge_id
 from server.rag.selection import parse_selection
 

@@ -1,0 +1,86 @@
+"""The ``openai`` provider: any OpenAI-compatible chat-completions endpoint through the openai client."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import openai
+
+from server.config import Config
+from server.rag.llm import MAX_SELECTED_EDGES, Edge, LLMError, render_prompt
+
+
+class OpenAILLM:
+    """Chat completions through the openai client: selection in one call, the answer streamed."""
+
+    def __init__(self, config: Config) -> None:
+        if not config.llm_api_key and not config.llm_base_url:
+            raise ValueError(
+                "GLASSGRAPH_LLM=openai needs GLASSGRAPH_LLM_API_KEY (or OPENAI_API_KEY) "
+                "or GLASSGRAPH_LLM_BASE_URL for a local OpenAI-compatible server"
+            )
+        self.model = config.llm_model
+        self._timeout = config.llm_timeout_s
+        self._client = openai.OpenAI(
+            base_url=config.llm_base_url,
+            api_key=config.llm_api_key or "none",  # local servers ignore it; the client insists on one
+            timeout=config.llm_timeout_s,
+            max_retries=config.llm_retries,
+        )
+        self._where = str(self._client.base_url).rstrip("/")
+
+    def select(self, question: str, edges: list[tuple[str, Edge]]) -> str:
+        prompt = render_prompt("select", question=question, edges=edges, max_edges=MAX_SELECTED_EDGES)
+        try:
+            completion = self._client.chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": prompt}], temperature=0
+            )
+        except openai.OpenAIError as exc:
+            raise self._error(exc) from exc
+        choices = getattr(completion, "choices", None)
+        if not choices:
+            raise LLMError(f"LLM returned no completion ({self._where}): {_one_line(str(completion), 120)}")
+        content = getattr(getattr(choices[0], "message", None), "content", None)
+        return content if isinstance(content, str) else ""
+
+    def answer(self, question: str, edges: list[Edge]) -> Iterator[str]:
+        prompt = render_prompt("synthesize", question=question, edges=edges)
+        try:
+            stream = self._client.chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": prompt}], temperature=0, stream=True
+            )
+            with stream:
+                for chunk in stream:
+                    for choice in getattr(chunk, "choices", None) or ():
+                        content = getattr(getattr(choice, "delta", None), "content", None)
+                        if content and isinstance(content, str):
+                            yield content
+        except openai.OpenAIError as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: openai.OpenAIError) -> LLMError:
+        """One clear line for a failure of the client, the transport below it or the reply."""
+        if isinstance(exc, openai.APITimeoutError):
+            return LLMError(f"LLM request timed out after {self._timeout:g} s ({self._where})")
+        if isinstance(exc, openai.APIStatusError):
+            return LLMError(f"LLM returned HTTP {exc.status_code}: {_status_detail(exc)} ({self._where})")
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return LLMError(f"cannot connect to the LLM at {self._where}: {_one_line(str(cause))}")
+        if isinstance(exc, openai.APIError):  # e.g. an error event in the middle of a stream
+            return LLMError(f"LLM reported an error: {_one_line(exc.message)} ({self._where})")
+        return LLMError(f"LLM call failed: {type(exc).__name__}: {_one_line(str(exc))} ({self._where})")
+
+
+def _status_detail(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, dict) else error
+        if message:
+            return _one_line(str(message))
+    return _one_line(exc.response.text or exc.response.reason_phrase or "no detail")
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
