@@ -223,6 +223,15 @@ def test_resource_html_is_the_consoles_and_errors(server: LiveServer) -> None:
     assert requests.get(server.url + "/resource").status_code == 400
 
 
+def test_resource_over_the_row_limit_is_422(france_store: GraphStore) -> None:
+    live = serve(france_store, max_result_rows=2)
+    try:
+        response = requests.get(live.url + "/resource", params={"iri": ENTITY.france.value})
+        assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
+    finally:
+        live.close()
+
+
 # --- gunicorn -----------------------------------------------------------------------------------
 
 def _free_port() -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from itertools import chain, islice
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
 from pyoxigraph import NamedNode, Quad, RdfFormat
@@ -232,9 +233,10 @@ def resource() -> Response | str:
         if html_view is not None:
             return html_view(iri.value)
     raw = current_store().raw
-    quads = list(raw.quads_for_pattern(iri, None, None, None))
-    quads += [q for q in raw.quads_for_pattern(None, None, iri, None) if q.subject != iri]
     limit = current_config().max_result_rows
+    outgoing = raw.quads_for_pattern(iri, None, None, None)
+    incoming = (q for q in raw.quads_for_pattern(None, None, iri, None) if q.subject != iri)
+    quads = list(islice(chain(outgoing, incoming), limit + 1))
     if len(quads) > limit:
         raise HttpError(422, f"<{iri.value}> has more than {limit} triples (GLASSGRAPH_MAX_ROWS); use /sparql")
     if not quads:
