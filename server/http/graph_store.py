@@ -13,10 +13,11 @@ import uuid
 from flask import Blueprint, Response, request, url_for
 from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Triple, parse
 
+from server import vocab
 from server.http.context import current_store, notify_written, require_write_access
 from server.http.errors import HttpError
-from server.http.negotiation import GRAPH_MEDIA
-from server.http.sparql import graph_response
+from server.http.negotiation import GRAPH_MEDIA, negotiate
+from server.http.sparql import rdf_content_type
 
 blueprint = Blueprint("graph_store", __name__)
 
@@ -87,12 +88,32 @@ def _write(graph: NamedNode | DefaultGraph, triples: list[Triple], replace: bool
 
 @blueprint.route("/store", methods=["GET"])
 def get_graph() -> Response:
-    """GET / HEAD: the graph as RDF by negotiation; 404 for a named graph that does not exist."""
+    """GET / HEAD: the graph as RDF by negotiation; 404 for a named graph that does not exist.
+
+    Written by the store itself (no Python object per triple); JSON-LD steps aside when the graph
+    holds triple terms, as in ``sparql.graph_response``.
+    """
     graph = _target()
     if not _exists(graph):
         raise HttpError(404, f"no graph <{graph.value}> in this store")
-    triples = [q.triple for q in current_store().raw.quads_for_pattern(None, None, None, graph)]
-    return graph_response(triples, request.headers.get("Accept"))
+    accept = request.headers.get("Accept")
+    offers = list(GRAPH_MEDIA)
+    while True:
+        chosen = negotiate(accept, offers)
+        if chosen is None:
+            raise HttpError(406, "no acceptable format for this graph; available: " + ", ".join(offers)
+                            + (" (JSON-LD cannot carry its RDF 1.2 triple terms)" if len(offers) < len(GRAPH_MEDIA)
+                               else ""))
+        fmt = GRAPH_MEDIA[chosen]
+        try:
+            body = current_store().raw.dump(format=fmt, from_graph=graph, prefixes=vocab.PREFIXES if fmt in (
+                RdfFormat.TURTLE, RdfFormat.TRIG) else None)
+        except OSError:
+            if fmt != RdfFormat.JSON_LD:
+                raise
+            offers = [m for m in offers if GRAPH_MEDIA[m] != RdfFormat.JSON_LD]
+            continue
+        return Response(body, content_type=rdf_content_type(fmt))
 
 
 @blueprint.route("/store", methods=["PUT"])

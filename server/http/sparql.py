@@ -195,10 +195,10 @@ def graph_response(items: list, accept: str | None, media: dict[str, RdfFormat] 
         body = serialize(items, format=fmt)
     except (OSError, ValueError) as error:
         raise HttpError(406, f"this result cannot be written as {fmt.name}: {error}") from None
-    return Response(body, content_type=_content_type(fmt))
+    return Response(body, content_type=rdf_content_type(fmt))
 
 
-def _content_type(fmt: RdfFormat) -> str:
+def rdf_content_type(fmt: RdfFormat) -> str:
     media = fmt.media_type
     return media + "; charset=utf-8" if media.startswith("text/") or media in (
         "application/n-triples", "application/n-quads", "application/trig") else media
