@@ -48,7 +48,7 @@ class Config:
     llm_retries: int = 2  # GLASSGRAPH_LLM_RETRIES
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> "Config":
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Config:
         """Build from ``environ`` (default ``os.environ``); keyword overrides win (flags)."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
@@ -83,7 +83,7 @@ def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | T
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 

@@ -2,13 +2,21 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
-from pyoxigraph import (DefaultGraph, NamedNode, Quad, QueryBoolean, QuerySolutions, QueryTriples,
-                        RdfFormat, Store, Variable)
+from pyoxigraph import (
+    DefaultGraph,
+    NamedNode,
+    Quad,
+    QueryBoolean,
+    QuerySolutions,
+    QueryTriples,
+    RdfFormat,
+    Store,
+    Variable,
+)
 
 from server import vocab
 from server.sparql_templates import Term, ValuesKey, load_template, render_values
