@@ -66,9 +66,10 @@ def test_no_broken_links_in_the_chain(sample_store: GraphStore, kind: str, linke
     assert count(sample_store, linked_count) == everything
 
 
-def test_every_chunk_has_its_text_in_the_librarian(sample_store: GraphStore) -> None:
-    missing = """SELECT (COUNT(*) AS ?n) WHERE { GRAPH <SRC> { ?c a tg:Chunk }
-                 FILTER NOT EXISTS { GRAPH <LIB> { ?c tg:content ?text ; dc:title ?t } } }"""
+@pytest.mark.parametrize("kind", ["tg:Page", "tg:Chunk"])
+def test_every_page_and_chunk_has_its_text_in_the_librarian(sample_store: GraphStore, kind: str) -> None:
+    missing = f"""SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <SRC> {{ ?c a {kind} }}
+                 FILTER NOT EXISTS {{ GRAPH <LIB> {{ ?c tg:content ?text ; dc:title ?t }} }} }}"""
     assert count(sample_store, missing) == 0
 
 

@@ -1,7 +1,7 @@
 """The sample dataset: CIA World Factbook profiles (JSON) to RDF with extraction provenance.
 
 Each profile ``<region>/<code>.json`` becomes a tg:Document ``urn:trustgraph:doc:<code>``; each
-section a tg:Page, each field a tg:Chunk whose text goes to the librarian graph, and the facts
+section a tg:Page, each field a tg:Chunk (page and chunk texts go to the librarian graph), and the facts
 read from a field form the tg:Subgraph derived from its chunk (DESIGN.md section 3). Facts go
 to the ``default`` collection graph, provenance to its ``:source`` graph.
 
@@ -638,6 +638,10 @@ def assign_iris(keys: Iterable[EntityKey]) -> dict[EntityKey, NamedNode]:
 
 # --- quads ---------------------------------------------------------------------------------------
 
+def page_text(chunks: list[Field]) -> str:
+    return "\n\n".join(f"{chunk.name}\n{chunk.text}" for chunk in chunks)
+
+
 def profile_quads(profile: Profile, iris: dict[EntityKey, NamedNode]) -> Iterator[Quad]:
     knowledge, source = vocab.collection_graph(COLLECTION), vocab.source_graph(COLLECTION)
     doc = vocab.document_iri(profile.code)
@@ -647,6 +651,7 @@ def profile_quads(profile: Profile, iris: dict[EntityKey, NamedNode]) -> Iterato
         page = vocab.page_iri(profile.code, page_no)
         yield from vocab.page_quads(source, page, f"Page {page_no}", doc)
         yield Quad(page, DC.title, Literal(section), source)
+        yield from vocab.content_quads(page, page_text(chunks), title=section)
         for chunk_no, chunk in enumerate(chunks, start=1):
             chunk_node = vocab.chunk_iri(profile.code, page_no, chunk_no)
             yield from vocab.chunk_quads(source, chunk_node, f"Chunk {chunk_no}", page)
