@@ -9,13 +9,12 @@ import pytest
 from pyoxigraph import Literal, NamedNode, Quad
 
 from server import vocab
-from server.config import SAMPLE_DATA
 from server.ingest.load import load_file
 from server.rag.label_index import normalize
 from server.rag.retrieval import LabelGraph, RetrievalLimits, Retriever, edge_id
 from server.store import GraphStore
 from server.vocab import ENTITY as E
-from server.vocab import RDFS, XSD
+from server.vocab import RDFS, RELATION, XSD
 from server.vocab import RELATION as R
 
 OTHER_CAPITAL = NamedNode("https://example.org/ns/capital")  # a second relation labelled "capital"
@@ -193,7 +192,7 @@ def test_executions_do_not_grow_with_seeds(factbook: CountingStore) -> None:
         assert graph.sparql_executions == factbook.executions
         counts.append((len(graph.seeds), factbook.executions))
     assert counts[0][0] == 1 and counts[1][0] == 8
-    assert counts[0][1] == counts[1][1] == 2  # one query per hop; labels come from the index
+    assert counts[0][1] == counts[1][1] == 2  # one query per hop (no focus relation named); labels from the index
 
 
 def test_labels_are_batched_and_cached_across_requests(factbook: CountingStore) -> None:
@@ -248,12 +247,29 @@ def test_new_collection_is_indexed_on_load(factbook: CountingStore, tmp_path: Pa
     assert retriever.get_labelgraph("Atlantis", "default").seeds == []
 
 
-@pytest.mark.skipif(not SAMPLE_DATA.exists(), reason="data/factbook.nq.gz not generated yet")
 def test_sample_data_capital_of_france(sample_store: GraphStore) -> None:
     graph = Retriever(sample_store).get_labelgraph("What is the capital of France?", "default")
     assert E.france in graph.seeds
     assert any(s == E.france and o == E.paris for s, _, o in graph.uri_map.values())
     assert ("France", "capital", "Paris") in graph.labeled_edges
-    assert graph.sparql_executions <= RetrievalLimits().max_path_length + 1
+    # per seed tier (exact, ranked) and hop: the focus query ("capital") and the general hop query
+    assert graph.sparql_executions <= 2 * 2 * RetrievalLimits().max_path_length
     collection = vocab.collection_graph("default")
     assert all(Quad(s, p, o, collection) in sample_store.raw for s, p, o in graph.uri_map.values())
+
+
+def test_relations_the_question_names_are_read_first(sample_store: GraphStore) -> None:
+    """Germany has far more edges than triple_limit; the 'borders' ones must all be retrieved."""
+    graph = vocab.collection_graph("default")
+    borders = RELATION.borders
+    edges = [(q.subject, q.predicate, q.object)
+             for q in sample_store.raw.quads_for_pattern(E.germany, borders, None, graph)]
+    everything = list(sample_store.raw.quads_for_pattern(E.germany, None, None, graph))
+    limits = RetrievalLimits(triple_limit=5)
+    assert len(edges) >= 5 and len(everything) > 4 * limits.triple_limit  # the case worth testing
+    retriever = Retriever(sample_store)
+    assert retriever.index.focus_relations("Which countries border Germany?", "default")[0] == borders
+    found = set(retriever.get_labelgraph("Which countries border Germany?", "default", limits).uri_map.values())
+    assert set(edges) <= found
+    unfocused = set(retriever.get_labelgraph("Germany", "default", limits).uri_map.values())
+    assert not set(edges) <= unfocused  # without the relation named, triple_limit cuts them

@@ -20,10 +20,12 @@ import unicodedata
 from pyoxigraph import Literal, NamedNode
 
 from server import vocab
+from server.rag.words import terms
 from server.store import GraphStore
 
 MAX_NGRAM = 12  # the longest label, in words, that an exact n-gram match considers
 MAX_TOKENS = 64  # question words the ranked (FTS) stage searches for
+MAX_FOCUS = 8  # relations a question may name ("capital", "borders") that traversal reads first
 _BATCH = 500  # sqlite parameters per statement
 _NON_WORD = re.compile(r"[^\w]+|_")
 # Tokens too common to rank with; used only by the FTS stage (exact matches still see them).
@@ -92,6 +94,14 @@ class _CollectionIndex:
         self.db.execute("CREATE INDEX entity_norm ON entity(norm)")
         self.longest = min(MAX_NGRAM, max((len(norm.split()) for _, norm in unique), default=0))
         self.size = len(unique)
+        relations = {term for term, _, relation in rows if relation}
+        self.relation_words = sorted((term, frozenset(terms(best[term].value))) for term in relations)
+
+    def focus(self, question_words: set[str]) -> list[str]:
+        """Relations whose label shares content words with the question, best overlap first."""
+        scored = [(-len(question_words & words), len(words), term) for term, words in self.relation_words
+                  if question_words & words]
+        return [term for *_, term in sorted(scored)[:MAX_FOCUS]]
 
     def exact(self, grams: list[str]) -> list[str]:
         order: dict[str, int] = {}
@@ -178,18 +188,30 @@ class LabelIndex:
 
     def lookup(self, question: str, collection: str, limit: int) -> list[NamedNode]:
         """Up to ``limit`` entities named in ``question``: exact n-gram matches, then bm25 matches."""
+        exact, ranked = self.lookup_tiers(question, collection, limit)
+        return exact + ranked
+
+    def lookup_tiers(self, question: str, collection: str, limit: int) -> tuple[list[NamedNode], list[NamedNode]]:
+        """The seeds of :meth:`lookup` in two tiers: exact n-gram matches, then bm25 matches filling
+        up to ``limit`` in all. Traversal spends its budget on the first tier first."""
         if limit <= 0:
-            return []
+            return [], []
         index = self._index(collection)
         words = normalize_words(question)
         tokens = list(dict.fromkeys(w for w in words if w not in _STOPWORDS))
         with index.lock:
-            found = list(dict.fromkeys(index.exact(_ngrams(words, index.longest) + _symbol_words(question))))[:limit]
-            if len(found) < limit:
-                seen = set(found)
+            exact = list(dict.fromkeys(index.exact(_ngrams(words, index.longest) + _symbol_words(question))))[:limit]
+            ranked: list[str] = []
+            if len(exact) < limit:
+                seen = set(exact)
                 # enough rows to fill the gap even if every exact match comes back again
-                for term in index.ranked(tokens, limit + len(found)):
+                for term in index.ranked(tokens, limit + len(exact)):
                     if term not in seen:
                         seen.add(term)
-                        found.append(term)
-        return [NamedNode(term) for term in found[:limit]]
+                        ranked.append(term)
+        return [NamedNode(t) for t in exact], [NamedNode(t) for t in ranked[:limit - len(exact)]]
+
+    def focus_relations(self, question: str, collection: str) -> list[NamedNode]:
+        """Relations the question names by a word of their label ("border" for ``borders``)."""
+        index = self._index(collection)
+        return [NamedNode(term) for term in index.focus(terms(question))]

@@ -10,42 +10,17 @@ predicate and object).
 from __future__ import annotations
 
 import json
-import re
-import unicodedata
 from collections.abc import Iterator
 
-MAX_DIRECT = 5  # edges that match the question best
+from server.rag.words import STOPWORDS, WORD, lemma, terms
+
+MAX_DIRECT = 12  # edges that match the question best (all of a list answer, within reason)
 MAX_CHAINED = 5  # edges one step further that cover question words the first ones miss
 PIECE_WORDS = 4  # words per streamed piece of the answer
 
 Edge = tuple[str, str, str]
 
-_WORD = re.compile(r"[^\W_]+")
-_STOPWORDS = frozenset(
-    """a about all also an and any are as at be been being by can could did do does for from give had has
-    have how i in is it its list me my of on or please show tell than that the their them there these they
-    this those to us was we were what when where which who whom whose why will with would you your""".split()
-)
 _PREPOSITIONS = frozenset("at by for from in into of on to with".split())
-
-
-def lemma(word: str) -> str:
-    """Case-, accent- and plural-folded form of one word ("Borders" -> "border", "countries" -> "country")."""
-    w = "".join(c for c in unicodedata.normalize("NFKD", word.casefold()) if not unicodedata.combining(c))
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 4 and w.endswith(("sses", "xes", "ches", "shes", "zes")):
-        return w[:-2]
-    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
-    if len(w) > 6 and w.endswith("ing"):
-        return w[:-3]
-    return w
-
-
-def terms(text: str) -> set[str]:
-    """The content words of ``text`` as lemmas."""
-    return {lemma(w) for w in _WORD.findall(text) if w.casefold() not in _STOPWORDS}
 
 
 class OfflineLLM:
@@ -98,8 +73,8 @@ class OfflineLLM:
 def _question_words(question: str) -> dict[str, str]:
     """Lemma -> the word as the question spells it, in question order."""
     words: dict[str, str] = {}
-    for word in _WORD.findall(question):
-        if word.casefold() not in _STOPWORDS:
+    for word in WORD.findall(question):
+        if word.casefold() not in STOPWORDS:
             words.setdefault(lemma(word), word)
     return words
 

@@ -15,6 +15,12 @@ Limits (TrustGraph's names and defaults):
 * ``max_subgraph_size``: at most this many distinct edges in all; entities are expanded in seed
   (lookup-rank) order, so the best-matching seeds are served first;
 * ``max_path_length``: hops from the seeds, outgoing and incoming edges alike.
+
+Seeds come in two tiers, exact label matches and then ranked token matches; the whole traversal
+runs from the first tier before the second gets what budget is left, and hop rows are read lazily,
+so entities past the budget are never looked up. Relations the question names by a word of their
+label (``borders`` for "Which countries border Germany?") are read first at every hop, by their own
+query, and are not cut by ``triple_limit`` (only by the template's cap and ``max_subgraph_size``).
 """
 from __future__ import annotations
 
@@ -106,6 +112,43 @@ class _LabelCache:
                 self._generation[name] = self._generation.get(name, 0) + 1
 
 
+class _Walk:
+    """The state of one traversal: edges in the order found, entities seen, per-entity budgets."""
+
+    def __init__(self, limits: RetrievalLimits) -> None:
+        self.limits = limits
+        self.per_direction = min(limits.triple_limit, MAX_TRIPLE_LIMIT)
+        self.edges: dict[tuple[Term, Term, Term], None] = {}
+        self.visited: set[NamedNode] = set()
+        self.taken: Counter[tuple[Term, bool, bool]] = Counter()
+
+    def full(self) -> bool:
+        return len(self.edges) >= self.limits.max_subgraph_size or self.per_direction <= 0
+
+    def visit(self, entities: list[NamedNode]) -> list[NamedNode]:
+        """The entities not seen before, now marked seen."""
+        fresh = [e for e in entities if e not in self.visited]
+        self.visited.update(fresh)
+        return fresh
+
+    def read(self, solutions: Iterable, focused: bool = False) -> list[NamedNode]:
+        """Take edges from hop rows within the budgets; returns the entities they reach first."""
+        reached: list[NamedNode] = []
+        for row in solutions:
+            s, p, o, outgoing = row["s"], row["p"], row["o"], row["out"].value == "true"
+            direction = (s if outgoing else o, outgoing, focused)
+            if self.taken[direction] >= (MAX_TRIPLE_LIMIT if focused else self.per_direction):
+                continue
+            self.taken[direction] += 1
+            if (s, p, o) in self.edges:
+                continue
+            self.edges[(s, p, o)] = None
+            reached += self.visit([node for node in (s, o) if isinstance(node, NamedNode)])
+            if self.full():
+                break
+        return reached
+
+
 class Retriever:
     """Finds the labelled subgraph around the entities a question names."""
 
@@ -143,44 +186,35 @@ class Retriever:
         result.update(fresh)
         return result, executions
 
-    def _traverse(self, seeds: list[NamedNode], collection: str,
+    def _traverse(self, seed_tiers: list[list[NamedNode]], focus: list[NamedNode], collection: str,
                   limits: RetrievalLimits) -> tuple[list[tuple[Term, Term, Term]], int]:
+        """Hop by hop from each tier of seeds in turn (exact matches before ranked ones), reading the
+        question's focus relations before the general hop; stops when ``max_subgraph_size`` is spent."""
+        walk = _Walk(limits)
         graph = vocab.collection_graph(collection)
-        per_direction = min(limits.triple_limit, MAX_TRIPLE_LIMIT)
-        edges: dict[tuple[Term, Term, Term], None] = {}
-        visited = set(seeds)
-        frontier = list(seeds)
         executions = 0
-        for _hop in range(limits.max_path_length):
-            if not frontier or len(edges) >= limits.max_subgraph_size or per_direction <= 0:
-                break
-            solutions = self.store.query("rag_hop", bindings={"g": graph}, values={"e": frontier})
-            executions += 1
-            taken: Counter[tuple[Term, bool]] = Counter()
-            reached: list[NamedNode] = []
-            for row in solutions:
-                s, p, o, outgoing = row["s"], row["p"], row["o"], row["out"].value == "true"
-                direction = (s if outgoing else o, outgoing)
-                if taken[direction] >= per_direction:
-                    continue
-                taken[direction] += 1
-                if (s, p, o) in edges:
-                    continue
-                edges[(s, p, o)] = None
-                for node in (s, o):
-                    if isinstance(node, NamedNode) and node not in visited:
-                        visited.add(node)
-                        reached.append(node)
-                if len(edges) >= limits.max_subgraph_size:
+        for tier in seed_tiers:
+            frontier = walk.visit(tier)
+            for _hop in range(limits.max_path_length):
+                if not frontier or walk.full():
                     break
-            frontier = reached[:limits.entity_limit]
-        return list(edges), executions
+                reached: list[NamedNode] = []
+                if focus:
+                    reached += walk.read(self.store.query("rag_focus", values={"e": frontier, "p": focus},
+                                                          default_graph=graph), focused=True)
+                    executions += 1
+                if not walk.full():
+                    reached += walk.read(self.store.query("rag_hop", values={"e": frontier}, default_graph=graph))
+                    executions += 1
+                frontier = reached[:limits.entity_limit]
+        return list(walk.edges), executions
 
     def get_labelgraph(self, question: str, collection: str, limits: RetrievalLimits | None = None) -> LabelGraph:
         """Seeds for ``question`` in ``collection``, the bounded subgraph around them, labelled."""
         limits = limits or RetrievalLimits()
-        seeds = self.index.lookup(question, collection, limits.entity_limit)
-        edges, executions = self._traverse(seeds, collection, limits)
+        exact, ranked = self.index.lookup_tiers(question, collection, limits.entity_limit)
+        focus = self.index.focus_relations(question, collection)
+        edges, executions = self._traverse([exact, ranked], focus, collection, limits)
         labels, label_executions = self._labels(list(dict.fromkeys(t for edge in edges for t in edge)), collection)
         labeled: list[tuple[str, str, str]] = []
         ids: list[str] = []
@@ -195,5 +229,5 @@ class Retriever:
             uri_map[candidate] = edge
             labeled.append(names)
             ids.append(candidate)
-        return LabelGraph(labeled_edges=labeled, edge_ids=ids, uri_map=uri_map, seeds=seeds,
+        return LabelGraph(labeled_edges=labeled, edge_ids=ids, uri_map=uri_map, seeds=exact + ranked,
                           sparql_executions=executions + label_executions)
