@@ -120,11 +120,16 @@ def test_a_load_killed_while_reading_leaves_nothing(tmp_path: Path, big_file: Pa
 @pytest.mark.parametrize("fraction", [0.0, 0.1, 0.25, 0.5, 0.95])
 def test_a_load_killed_after_reading_is_all_or_nothing(tmp_path: Path, big_file: Path, commit_seconds: float,
                                                            fraction: float) -> None:
-    path = tmp_path / "store"
-    prepared_store(path)
-    finished, _ = run_child("load", path, big_file, READ, delay=commit_seconds * fraction)
-    size = check_all_or_nothing(path, big_file, finished)
-    if fraction == 0.0:  # killed as soon as most of the file was read: the kill did land inside the load
+    # Killed as soon as most of the file was read, the kill must land inside the load; on a busy
+    # machine the child can still win the race now and then, so that case gets three tries.
+    for attempt in range(3 if fraction == 0.0 else 1):
+        path = tmp_path / f"store{attempt}"
+        prepared_store(path)
+        finished, _ = run_child("load", path, big_file, READ, delay=commit_seconds * fraction)
+        size = check_all_or_nothing(path, big_file, finished)
+        if not finished:
+            break
+    if fraction == 0.0:
         assert not finished and size == 0
 
 
