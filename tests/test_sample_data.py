@@ -205,7 +205,7 @@ def _reopen(config: Config) -> GraphStore:
 
 
 def test_first_start_loads_the_sample_once(tmp_path: Path) -> None:
-    config = Config(store_path=str(tmp_path / "store"))
+    config = Config(store_path=str(tmp_path / "share" / "glassgraph" / "store"))  # parents absent, as on a new machine
     store = open_store(config)
     total = len(store.raw)
     assert total > 300_000
@@ -220,7 +220,7 @@ def test_first_start_loads_the_sample_once(tmp_path: Path) -> None:
     assert len(again.raw) == total  # one added, one removed: nothing loaded a second time
     assert marker in again.raw
     assert Quad(ENTITY.france, RELATION.capital, ENTITY.paris, KG) not in again.raw
-    assert not (tmp_path / "store.loading").exists()
+    assert not (tmp_path / "share" / "glassgraph" / "store.loading").exists()
 
 
 def test_no_sample_when_disabled(tmp_path: Path) -> None:

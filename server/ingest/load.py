@@ -99,6 +99,7 @@ def build_store(target: str | Path, path: str | Path, collection: str, progress:
         raise LoadError(f"{target}: not empty; use load_file to add to an existing store")
     staging = target.with_name(target.name + ".loading")
     shutil.rmtree(staging, ignore_errors=True)
+    staging.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine has no ~/.local/share/glassgraph
     try:
         staging_store = Store(str(staging))
         with _reading(path, progress) as stream:
