@@ -85,8 +85,8 @@ class _CollectionIndex:
         for term, label, relation in rows:
             if term not in best or label_preference(label) < label_preference(best[term]):
                 best[term] = label
-            if not relation and normalize(label.value):
-                entities.add((term, normalize(label.value)))
+            if not relation and (norm := normalize(label.value)):
+                entities.add((term, norm))
         unique = sorted(entities)
         self.db.executemany("INSERT INTO entity VALUES (?, ?)", unique)
         self.db.executemany("INSERT INTO fts(term, norm) VALUES (?, ?)", unique)
@@ -103,16 +103,18 @@ class _CollectionIndex:
                   if question_words & words]
         return [term for *_, term in sorted(scored)[:MAX_FOCUS]]
 
+    def _rows_in(self, sql: str, keys: list[str]) -> list[tuple[str, str]]:
+        """The rows of ``sql`` (``{}``: its ``IN`` list) for every key, in batches under sqlite's parameter
+        limit however many keys there are."""
+        rows: list[tuple[str, str]] = []
+        for start in range(0, len(keys), _BATCH):
+            batch = keys[start:start + _BATCH]
+            rows += self.db.execute(sql.format(",".join("?" * len(batch))), batch).fetchall()
+        return rows
+
     def exact(self, grams: list[str]) -> list[str]:
-        order: dict[str, int] = {}
-        for gram in grams:
-            order.setdefault(gram, len(order))
-        unique = list(order)
-        found: list[tuple[str, str]] = []
-        for start in range(0, len(unique), _BATCH):  # under sqlite's parameter limit, however long the question
-            batch = unique[start:start + _BATCH]
-            found += self.db.execute(
-                f"SELECT norm, term FROM entity WHERE norm IN ({','.join('?' * len(batch))})", batch).fetchall()
+        order = {gram: rank for rank, gram in enumerate(dict.fromkeys(grams))}
+        found = self._rows_in("SELECT norm, term FROM entity WHERE norm IN ({})", list(order))
         found.sort(key=lambda row: (order[row[0]], row[1]))
         return [term for _, term in found]
 
@@ -124,13 +126,8 @@ class _CollectionIndex:
                                (match, limit)).fetchall()
         return [term for (term,) in rows]
 
-    def display(self, terms: list[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for start in range(0, len(terms), _BATCH):
-            batch = terms[start:start + _BATCH]
-            found.update(self.db.execute(
-                f"SELECT term, label FROM display WHERE term IN ({','.join('?' * len(batch))})", batch).fetchall())
-        return found
+    def display(self, keys: list[str]) -> dict[str, str]:
+        return dict(self._rows_in("SELECT term, label FROM display WHERE term IN ({})", keys))
 
 
 class LabelIndex:
