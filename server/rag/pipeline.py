@@ -57,13 +57,13 @@ class GraphRag:
             stage = "retrieval"
             graph = self.retriever.get_labelgraph(question, collection, limits or RetrievalLimits())
             if recorder:
-                yield self._explain(recorder.retrieval(len(graph.edge_ids)))
-            if not graph.edge_ids:
+                yield self._explain(recorder.retrieval(len(graph.uri_map)))
+            if not graph.uri_map:
                 raise PipelineError("no-edges", f"no facts in collection {collection!r} match the question")
             stage = "selection"
             labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
             reply = self.llm.select(question, list(labeled.items()))
-            chosen = parse_selection(reply, graph.edge_ids)
+            chosen = parse_selection(reply, labeled)
             if not chosen:
                 raise PipelineError("no-selection", f"the LLM's selection named none of the {len(labeled)} "
                                                     "retrieved edges (no valid edge id in its reply)")

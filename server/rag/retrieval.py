@@ -58,10 +58,14 @@ class RetrievalLimits:
 @dataclass
 class LabelGraph:
     labeled_edges: list[tuple[str, str, str]]  # for the LLM
-    edge_ids: list[str]  # parallel to labeled_edges, unique
     uri_map: dict[str, tuple[Term, Term, Term]]  # edge id -> original terms (literals keep datatype/lang)
     seeds: list[NamedNode]
     sparql_executions: int
+
+    @property
+    def edge_ids(self) -> list[str]:
+        """The edge ids, unique, parallel to ``labeled_edges`` (``uri_map`` is filled in edge order)."""
+        return list(self.uri_map)
 
 
 def local_name(iri: str) -> str:
@@ -217,7 +221,6 @@ class Retriever:
         edges, executions = self._traverse([exact, ranked], focus, collection, limits)
         labels, label_executions = self._labels(list(dict.fromkeys(t for edge in edges for t in edge)), collection)
         labeled: list[tuple[str, str, str]] = []
-        ids: list[str] = []
         uri_map: dict[str, tuple[Term, Term, Term]] = {}
         for edge in edges:
             names = (labels[edge[0]], labels[edge[1]], labels[edge[2]])
@@ -228,6 +231,5 @@ class Retriever:
                 candidate = f"{base}-{suffix}"
             uri_map[candidate] = edge
             labeled.append(names)
-            ids.append(candidate)
-        return LabelGraph(labeled_edges=labeled, edge_ids=ids, uri_map=uri_map, seeds=exact + ranked,
+        return LabelGraph(labeled_edges=labeled, uri_map=uri_map, seeds=exact + ranked,
                           sparql_executions=executions + label_executions)
