@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from server.rag.words import STOPWORDS, WORD, lemma, terms
+from server.rag.words import lemma, term_words, terms
 
 MAX_DIRECT = 12  # edges that match the question best (all of a list answer, within reason)
 MAX_CHAINED = 5  # edges one step further that cover question words the first ones miss
@@ -29,13 +29,14 @@ class OfflineLLM:
     model = "offline"
 
     def select(self, question: str, edges: list[tuple[str, Edge]]) -> str:
-        words = _question_words(question)
+        words = term_words(question)
         asked = set(words)
         scored = []
         for edge_id, (s, p, o) in edges:
             s_terms, p_terms, o_terms = terms(s), terms(p), terms(o)
-            covered = asked & (s_terms | p_terms | o_terms)
-            extra = len((s_terms | p_terms | o_terms) - asked)
+            edge_terms = s_terms | p_terms | o_terms
+            covered = asked & edge_terms
+            extra = len(edge_terms - asked)
             # Most question words covered, then in the predicate, then in the subject ("capital of France").
             key = (-len(covered), -len(asked & p_terms), -len(asked & s_terms), extra, s, p, o, edge_id)
             scored.append((key, edge_id, (s, p, o), covered))
@@ -68,15 +69,6 @@ class OfflineLLM:
         for start in range(0, len(words), PIECE_WORDS):
             piece = " ".join(words[start : start + PIECE_WORDS])
             yield piece if start + PIECE_WORDS >= len(words) else piece + " "
-
-
-def _question_words(question: str) -> dict[str, str]:
-    """Lemma -> the word as the question spells it, in question order."""
-    words: dict[str, str] = {}
-    for word in WORD.findall(question):
-        if word.casefold() not in STOPWORDS:
-            words.setdefault(lemma(word), word)
-    return words
 
 
 def _line(edge_id: str, reasoning: str) -> str:

@@ -26,6 +26,15 @@ def lemma(word: str) -> str:
     return w
 
 
+def term_words(text: str) -> dict[str, str]:
+    """The content words of ``text``: lemma -> the word as ``text`` first spells it, in text order."""
+    words: dict[str, str] = {}
+    for word in WORD.findall(text):
+        if word.casefold() not in STOPWORDS:
+            words.setdefault(lemma(word), word)
+    return words
+
+
 def terms(text: str) -> set[str]:
     """The content words of ``text`` as lemmas."""
-    return {lemma(w) for w in WORD.findall(text) if w.casefold() not in STOPWORDS}
+    return set(term_words(text))
