@@ -1,8 +1,9 @@
 """GraphRAG retrieval: seed entities from the label index, a bounded traversal, labelled edges.
 
-Per question the store runs one SPARQL query per hop (``sparql/rag_hop.rq``, the whole frontier in
-one VALUES block inside the collection's GRAPH block): the number of executions does not grow with
-the number of seeds. Seeds come from :class:`~server.rag.label_index.LabelIndex` (sqlite, no graph
+Per question the store runs one SPARQL query per hop of each seed tier (``sparql/rag_hop.rq``, the
+whole frontier in one VALUES block, the collection graph as the query's default graph), plus one
+``sparql/rag_focus.rq`` per hop when the question names a relation: the number of executions does
+not grow with the number of seeds. Seeds come from :class:`~server.rag.label_index.LabelIndex` (sqlite, no graph
 scan); edge labels come from a bounded LRU shared across requests, backed by the same index (one
 batched sqlite lookup for the misses, no store query); both are refreshed when data is loaded.
 Labels asked for outside a collection come from one batched VALUES query over every graph.
