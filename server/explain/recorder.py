@@ -70,4 +70,4 @@ class ExplainRecorder:
             return
         iri = vocab.session_iri(self.session_id)
         self._write([Quad(iri, TG.errorType, Literal(error_type), self.graph),
-                           Quad(iri, TG.error, Literal(message), self.graph)])
+                     Quad(iri, TG.error, Literal(message), self.graph)])

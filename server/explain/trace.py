@@ -48,7 +48,8 @@ def read_trace(store: GraphStore, session_iri: str) -> dict | None:
 def list_sessions(store: GraphStore, limit: int = 20, offset: int = 0) -> list[dict]:
     """Sessions newest first: ``{"session", "question", "time", "model", "collection", "status"}``."""
     solutions = store.query("explain_sessions", default_graph=store.explain_graph)
-    page = [(row["session"], row["time"]) for row in islice(solutions, max(offset, 0), max(offset, 0) + max(limit, 0))]
+    start = max(offset, 0)
+    page = [(row["session"], row["time"]) for row in islice(solutions, start, start + max(limit, 0))]
     if not page:
         return []
     details = {row["session"]: row for row in store.select("explain_session_details", values={
