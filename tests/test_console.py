@@ -328,6 +328,8 @@ def test_resource_page_from_result_link(page: object, base_url: str) -> None:
     ("/console/trace?id=not%20an%20iri", 404),
     ("/console/trace/part?id=https://example.org/x", 400),
     ("/console/sessions?page=0", 400),
+    ("/console/sessions?page=%C2%B2", 400),  # a digit to str.isdigit, not to int
+    ("/console/sessions?page=99999999999999999999999", 400),
     ("/resource?iri=not%20an%20iri", 400),
 ])
 def test_bad_parameters_are_client_errors(base_url: str, path: str, status: int) -> None:

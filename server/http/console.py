@@ -24,6 +24,7 @@ EXAMPLE_QUESTIONS = (
     "What currency does Brazil use?",
 )
 SESSIONS_PER_PAGE = 20
+MAX_PAGE = 10**9 // SESSIONS_PER_PAGE  # the offset stays within /api/sessions' bound
 EDGE_LIMIT = 500  # the LIMIT written in sparql/console_resource_{out,in}.rq
 DEFAULT_QUERY = """SELECT ?country ?capital WHERE {
   GRAPH ?g { ?country r:capital ?capital }
@@ -147,9 +148,9 @@ def trace_part() -> str:
 @blueprint.get("/console/sessions")
 def sessions() -> str:
     page = request.args.get("page", "1")
-    if not page.isdigit() or int(page) < 1:
-        raise BadRequest("page must be a positive integer")
-    number = int(page)
+    number = int(page) if page.isascii() and page.isdigit() else 0  # "²".isdigit() holds, int("²") fails
+    if not 1 <= number <= MAX_PAGE:
+        raise BadRequest(f"page must be a positive integer, at most {MAX_PAGE}")
     rows = list_sessions(current_store(), limit=SESSIONS_PER_PAGE + 1, offset=(number - 1) * SESSIONS_PER_PAGE)
     return render_template("sessions.html", sessions=rows[:SESSIONS_PER_PAGE], page=number,
                            has_next=len(rows) > SESSIONS_PER_PAGE)
