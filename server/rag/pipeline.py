@@ -55,7 +55,7 @@ class GraphRag:
             if recorder:
                 yield self._explain(recorder.session(question))
             stage = "retrieval"
-            graph = self.retriever.get_labelgraph(question, collection, limits or RetrievalLimits())
+            graph = self.retriever.get_labelgraph(question, collection, limits)
             if recorder:
                 yield self._explain(recorder.retrieval(len(graph.uri_map)))
             if not graph.uri_map:
