@@ -288,8 +288,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(summarize("mixed", "all", samples, elapsed))
             rows.append(summarize("mixed", "sparql", [s for s in samples if s.kind == "sparql"], elapsed))
             rows.append(summarize("mixed", "graph-rag", rag_samples, elapsed))
-            problems += [f"{sum(1 for s in samples if s.status >= 500)} responses were 5xx"] \
-                if any(s.status >= 500 for s in samples) else []
+            fivexx = sum(1 for s in samples if s.status >= 500)
+            if fivexx:
+                problems.append(f"{fivexx} responses were 5xx")
             traces, found = check_traces(base, rag_samples, before)
             problems += found
             samples, elapsed = run_phase(args.clients, args.seconds, [(1, sparql)])
