@@ -13,6 +13,7 @@ from pyoxigraph import NamedNode, Quad, RdfFormat
 
 from server import vocab
 from server.explain.trace import list_sessions, read_trace
+from server.http.console import resource_html
 from server.http.context import current_config, current_store
 from server.http.errors import HttpError
 from server.http.negotiation import GRAPH_MEDIA, negotiate, prefers
@@ -222,16 +223,12 @@ RESOURCE_MEDIA = {"application/trig": RdfFormat.TRIG, **GRAPH_MEDIA}
 def resource() -> Response | str:
     """Every quad with ``iri`` as subject or object, in every graph; TriG by default.
 
-    A client that prefers HTML gets the console's view (``console.resource_html``), when present.
+    A client that prefers HTML gets the console's view (``console.resource_html``).
     """
     iri = _iri_parameter("iri")
     accept = request.headers.get("Accept")
     if prefers(accept, "text/html", list(RESOURCE_MEDIA)):
-        from server.http import console
-
-        html_view = getattr(console, "resource_html", None)
-        if html_view is not None:
-            return html_view(iri.value)
+        return resource_html(iri)
     raw = current_store().raw
     limit = current_config().max_result_rows
     outgoing = raw.quads_for_pattern(iri, None, None, None)

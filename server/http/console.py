@@ -156,16 +156,12 @@ def sessions() -> str:
                            has_next=len(rows) > SESSIONS_PER_PAGE)
 
 
-def resource_html(iri: str) -> str | tuple[str, int]:
+def resource_html(node: NamedNode) -> str | tuple[str, int]:
     """The HTML view of ``/resource?iri=``: label, edges both ways, and the sources of each fact.
 
     Facts of a collection's knowledge graph show the subgraphs that state them and the chains
     from there to the chunk, page and document (looked up in that collection's source graph).
     """
-    try:
-        node = NamedNode(iri)
-    except ValueError as error:
-        raise BadRequest(f"not an IRI: {iri!r}") from error
     store = current_store()
     outgoing = store.select("console_resource_out", bindings={"iri": node})
     incoming = store.select("console_resource_in", bindings={"iri": node})
@@ -190,7 +186,7 @@ def resource_html(iri: str) -> str | tuple[str, int]:
         group = groups[other].setdefault(row["g"], {"graph": term_view(row["g"], labels), "edges": []})
         group["edges"].append({"p": term_view(row["p"], labels), "other": term_view(row[other], labels),
                                "subgraphs": sorted(subgraphs.get(fact, [])), "chains": chains.get(fact, [])})
-    page = render_template("resource.html", iri=iri, label=labels.get(node), limit=EDGE_LIMIT,
+    page = render_template("resource.html", iri=node.value, label=labels.get(node), limit=EDGE_LIMIT,
                            outgoing=list(groups["o"].values()), incoming=list(groups["s"].values()),
                            out_count=len(outgoing), in_count=len(incoming))
     return page if edges else (page, 404)
