@@ -65,10 +65,15 @@ def _selections(value: object) -> Iterator[tuple[str, str]]:
         yield from _selections(child)
 
 
+def _one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) as one space, trimmed."""
+    return " ".join(text.split())
+
+
 def _reasoning_text(value: object) -> str:
     if value is None:
         return ""
-    return " ".join((value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)).split())
+    return _one_line(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def _salvage(text: str, covered: list[tuple[int, int]]) -> Iterator[tuple[int, str, str]]:
@@ -92,10 +97,10 @@ def _salvage(text: str, covered: list[tuple[int, int]]) -> Iterator[tuple[int, s
 def _unescape(match: re.Match[str] | None) -> str:
     if match is None:
         return ""
-    if match.group(2) is not None:
-        return " ".join(match.group(2).split())
-    raw = match.group(1)
-    try:
-        return " ".join(json.loads(f'"{raw}"').split())
-    except ValueError:
-        return " ".join(raw.replace('\\"', '"').split())
+    text, raw = match.group(2), match.group(1)
+    if text is None:
+        try:
+            text = json.loads(f'"{raw}"')
+        except ValueError:
+            text = raw.replace('\\"', '"')
+    return _one_line(text)
