@@ -7,7 +7,7 @@ from pyoxigraph import Literal, NamedNode, Triple
 
 from server import vocab
 from server.explain.provenance import graph_options, source_chains_many
-from server.sparql_templates import render_term
+from server.sparql_templates import Term, render_term
 from server.store import GraphStore
 
 
@@ -109,7 +109,7 @@ def _index(node_iri: str) -> tuple[int, str]:
     return (int(tail), node_iri) if tail.isdigit() else (1 << 62, node_iri)
 
 
-def _lexical(term: object) -> str:
+def _lexical(term: Term) -> str:
     """An IRI or a literal's lexical form; a nested triple term in N-Triples."""
     return render_term(term) if isinstance(term, Triple) else term.value
 
