@@ -184,7 +184,7 @@ def graph_response(items: list, accept: str | None, media: dict[str, RdfFormat] 
         offers = [m for m in offers if media[m] != RdfFormat.JSON_LD]
     chosen = negotiate(accept, offers)
     if chosen is None:
-        if any(media[m] == RdfFormat.JSON_LD for m in media) and negotiate(accept, list(media)) is not None:
+        if negotiate(accept, list(media)) is not None:  # acceptable only as the JSON-LD taken out
             raise HttpError(406, "JSON-LD cannot carry the RDF 1.2 triple terms in this result; accept Turtle, "
                                  "TriG, N-Triples, N-Quads or RDF/XML")
         raise _not_acceptable(offers)
