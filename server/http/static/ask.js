@@ -30,15 +30,6 @@
     errorBox.hidden = false;
   }
 
-  /** The message of an error body: {"error": {"type", "message"}} or plain text. */
-  function errorMessage(text) {
-    try {
-      const error = JSON.parse(text).error;
-      if (error) return typeof error === "string" ? error : error.message || text;
-    } catch (ignored) { /* plain text */ }
-    return text;
-  }
-
   async function explain(message) {
     const iri = message.explain_id || "";
     const [kind, , heading] = KINDS.find(([, prefix]) => iri.startsWith(prefix)) || ["other", "", "Explain event"];
@@ -123,7 +114,7 @@
         body: JSON.stringify(body),
       });
       if (!response.ok || !response.body) {
-        showError(`Error ${response.status}: ${errorMessage(await response.text())}`);
+        showError(`Error ${response.status}: ${GlassDownload.errorMessage(await response.text())}`);
         finish();
         return;
       }

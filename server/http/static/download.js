@@ -1,9 +1,19 @@
 /* Download links in a chosen format: <a href="URL" data-accept="media/type" data-filename="name">.
    A plain link cannot send Accept, so a click fetches the URL with it and saves the body;
-   a failure is shown next to the link. */
+   a failure is shown next to the link. Loaded on every page: errorMessage() serves the others. */
 "use strict";
 
 const GlassDownload = (() => {
+  /** The server's message, from a JSON error body ({"error": {"type", "message"}}) or plain text. */
+  function errorMessage(text) {
+    try {
+      const body = JSON.parse(text);
+      const error = body && typeof body === "object" ? body.error : null;
+      if (error) return typeof error === "string" ? error : error.message || text;
+    } catch (ignored) { /* plain text */ }
+    return text;
+  }
+
   function fail(link, message) {
     let note = link.nextElementSibling;
     if (!note || !note.classList.contains("download-error")) {
@@ -24,7 +34,7 @@ const GlassDownload = (() => {
       return;
     }
     if (!response.ok) {
-      fail(link, `${response.status}: ${(await response.text()).trim()}`);
+      fail(link, `${response.status}: ${errorMessage(await response.text()).trim()}`);
       return;
     }
     const url = URL.createObjectURL(await response.blob());
@@ -44,5 +54,5 @@ const GlassDownload = (() => {
     save(link);
   });
 
-  return { save };
+  return { save, errorMessage };
 })();

@@ -72,19 +72,9 @@
     });
   }
 
-  /** The server's message, from a JSON error body or plain text. */
-  function errorMessage(text) {
-    try {
-      const body = JSON.parse(text);
-      const error = body && typeof body === "object" ? body.error : null;
-      if (error) return typeof error === "string" ? error : error.message || text;
-    } catch (ignored) { /* plain text */ }
-    return text;
-  }
-
   /** Shows an error; a "line:column" position in it selects that spot in the editor. */
   function showError(text) {
-    const message = errorMessage(text).trim() || "The query failed.";
+    const message = GlassDownload.errorMessage(text).trim() || "The query failed.";
     errorBox.replaceChildren();
     const head = document.createElement("p");
     head.className = "error-message";
