@@ -153,7 +153,7 @@ def sessions() -> str:
         raise BadRequest(f"page must be a positive integer, at most {MAX_PAGE}")
     rows = list_sessions(current_store(), limit=SESSIONS_PER_PAGE + 1, offset=(number - 1) * SESSIONS_PER_PAGE)
     return render_template("sessions.html", sessions=rows[:SESSIONS_PER_PAGE], page=number,
-                           has_next=len(rows) > SESSIONS_PER_PAGE)
+                           per_page=SESSIONS_PER_PAGE, has_next=len(rows) > SESSIONS_PER_PAGE)
 
 
 def resource_html(node: NamedNode) -> str | tuple[str, int]:
