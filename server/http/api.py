@@ -202,11 +202,10 @@ def sessions() -> Response:
 def documents() -> Response:
     """The librarian content (document, page, chunk or answer text) of ``id`` as text."""
     iri = _iri_parameter("id")
-    store = current_store()
-    contents = list(store.raw.quads_for_pattern(iri, vocab.TG.content, None, vocab.LIBRARIAN_GRAPH))
-    if not contents:
+    content = next(current_store().raw.quads_for_pattern(iri, vocab.TG.content, None, vocab.LIBRARIAN_GRAPH), None)
+    if content is None:
         raise HttpError(404, f"no librarian content for <{iri.value}>")
-    return Response(contents[0].object.value, content_type="text/plain; charset=utf-8")
+    return Response(content.object.value, content_type="text/plain; charset=utf-8")
 
 
 @blueprint.route("/api/collections", methods=["GET"])
