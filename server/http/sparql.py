@@ -22,7 +22,7 @@ from server.http.context import current_config, current_store, notify_written, r
 from server.http.errors import HttpError
 from server.http.negotiation import GRAPH_MEDIA, RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotiate
 from server.http.results import write_boolean, write_solutions
-from server.http.sparql_guard import GuardError, add_using, check_remote_calls, has_dataset_clause
+from server.http.sparql_guard import add_using, check_remote_calls, has_dataset_clause
 from server.vocab import RDF, Namespace
 
 blueprint = Blueprint("sparql", __name__)
@@ -109,13 +109,6 @@ def read_operation() -> Operation | None:
 
 # --- query (protocol section 2.1) ---------------------------------------------------------------
 
-def _guard(text: str, is_update: bool) -> None:
-    try:
-        check_remote_calls(text, current_config().service_allow, is_update)
-    except GuardError as error:
-        raise HttpError(error.status, str(error)) from None
-
-
 def _evaluation_error(error: OSError) -> HttpError:
     return HttpError(502 if "SERVICE" in str(error).upper() or "HTTP" in str(error).upper() else 500,
                      f"query evaluation failed: {error}")
@@ -146,7 +139,7 @@ def _not_acceptable(offers: list[str]) -> HttpError:
 
 def evaluate_query(operation: Operation) -> Response:
     """Run a query over the request's dataset and answer in the negotiated format."""
-    _guard(operation.text, is_update=False)
+    check_remote_calls(operation.text, current_config().service_allow, is_update=False)
     options: dict[str, object] = {}
     if operation.names_dataset:
         options = {"default_graph": operation.default_graphs, "named_graphs": operation.named_graphs}
@@ -213,13 +206,10 @@ def _has_triple_term(item: object) -> bool:
 def evaluate_update(operation: Operation) -> Response:
     """Run an update atomically under the writers' lock; 204 on success."""
     require_write_access()
-    _guard(operation.text, is_update=True)
+    check_remote_calls(operation.text, current_config().service_allow, is_update=True)
     text = operation.text
     if operation.names_dataset:
-        try:
-            text = add_using(text, operation.default_graphs, operation.named_graphs)
-        except GuardError as error:
-            raise HttpError(error.status, str(error)) from None
+        text = add_using(text, operation.default_graphs, operation.named_graphs)
     try:
         with current_store().writing() as store:
             store.update(text)

@@ -20,6 +20,7 @@ from urllib.parse import urljoin
 
 from pyoxigraph import NamedNode, Store
 
+from server.http.errors import HttpError
 from server.sparql_templates import render_term
 
 _LEXER = re.compile(r"""
@@ -37,12 +38,8 @@ _REMOTE_WORDS = re.compile(r"\b(SERVICE|LOAD)\b", re.IGNORECASE)
 _UNICODE_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
 
 
-class GuardError(ValueError):
+class GuardError(HttpError):
     """The request is refused: ``status`` 400 (cannot be checked / conflicting) or 403 (not allowed)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
