@@ -238,7 +238,10 @@ def cmd_dump(args: argparse.Namespace, config: Config) -> int:
     if graph is not None and not store.raw.contains_named_graph(graph):
         raise CliError(f"no graph <{graph.value}> in the store at {config.store_path}")
     if args.output:
-        store.dump(args.output, fmt, graph)
+        try:
+            store.dump(args.output, fmt, graph)
+        except OSError as exc:  # e.g. the directory does not exist
+            raise CliError(f"cannot write {args.output}: {exc}") from None
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.buffer.write(store.dump(None, fmt, graph) or b"")
