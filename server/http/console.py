@@ -13,6 +13,7 @@ from server import vocab
 from server.explain.provenance import graph_options, node_name, source_chains_many
 from server.explain.trace import list_sessions, read_trace
 from server.http.context import current_config, current_store
+from server.rag.retrieval import RetrievalLimits
 from server.store import GraphStore
 
 blueprint = Blueprint("console", __name__)
@@ -120,7 +121,8 @@ def ask() -> str:
     config = current_config()
     collections = [c["collection"] for c in current_store().collections()] or [config.default_collection]
     return render_template("ask.html", question=request.args.get("q", ""), questions=EXAMPLE_QUESTIONS,
-                           collections=collections, collection=config.default_collection)
+                           collections=collections, collection=config.default_collection,
+                           limits=RetrievalLimits())
 
 
 @blueprint.get("/console/trace")
