@@ -16,9 +16,18 @@ from pathlib import Path
 
 from server import vocab
 from server.config import Config
-from server.explain_display import StreamDisplay, StreamError, silence_stdout, tolerant_streams, trace_lines
+from server.explain_display import (
+    StreamDisplay,
+    StreamError,
+    add_query_arguments,
+    check_question,
+    limits_of,
+    positive_int,
+    silence_stdout,
+    tolerant_streams,
+    trace_lines,
+)
 from server.store import GraphStore
-from server.tg_invoke import add_query_arguments, check_question, limits_of, positive_int
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
 

@@ -10,7 +10,6 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import fields
 from urllib.parse import urlsplit
 
 import requests
@@ -20,15 +19,16 @@ from server.explain_display import (
     StreamDisplay,
     StreamError,
     TraceUnavailable,
+    add_query_arguments,
+    check_question,
     error_text,
+    limits_of,
     silence_stdout,
     tolerant_streams,
 )
-from server.rag.retrieval import RetrievalLimits
 
 DEFAULT_URL = "http://127.0.0.1:7878"
 EXIT_OK, EXIT_SERVER_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
-LIMIT_FLAGS = tuple(f.name for f in fields(RetrievalLimits))  # entity_limit, triple_limit, ...
 
 EPILOG = """\
 examples:
@@ -51,47 +51,6 @@ class CannotConnect(Exception):
 
 class ServerError(Exception):
     """The server answered with an error, or the exchange broke off (exit code 1)."""
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
-
-
-def add_query_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags shared with ``glassgraph ask``: question, collection, retrieval limits, display."""
-    parser.add_argument("-q", "--question", required=True, help="the question to answer")
-    parser.add_argument("-C", "--collection", default="default", help="collection to query (default: %(default)s)")
-    defaults = RetrievalLimits()
-    parser.add_argument("-e", "--entity-limit", type=positive_int,
-                        help=f"seed entities to start from (default: {defaults.entity_limit})")
-    parser.add_argument("--triple-limit", type=positive_int,
-                        help=f"edges fetched per entity and hop (default: {defaults.triple_limit})")
-    parser.add_argument("-s", "--max-subgraph-size", type=positive_int,
-                        help=f"edges retrieved at most (default: {defaults.max_subgraph_size})")
-    parser.add_argument("-p", "--max-path-length", type=positive_int,
-                        help=f"hops from the seed entities (default: {defaults.max_path_length})")
-    parser.add_argument("-x", "--explainable", action="store_true",
-                        help="show the explain events (to stderr) as they arrive")
-    parser.add_argument("--format", choices=("text", "json"), default="text",
-                        help="text: answer to stdout, explain blocks to stderr; json: every message as a JSON line")
-
-
-def check_question(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """An empty question is a usage error (exit 2)."""
-    if not args.question.strip():
-        parser.error("the question is empty")
-
-
-def limits_of(args: argparse.Namespace) -> dict[str, int]:
-    """The retrieval limits given on the command line (the rest keep the server's defaults)."""
-    return {name: getattr(args, name) for name in LIMIT_FLAGS if getattr(args, name) is not None}
 
 
 def build_parser() -> argparse.ArgumentParser:
