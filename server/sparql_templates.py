@@ -18,8 +18,8 @@ from pathlib import Path
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
 from server.config import SPARQL_DIR
+from server.vocab import Term
 
-Term = NamedNode | Literal | Triple
 ValuesKey = str | tuple[str, ...]
 
 _EMPTY_VALUES = re.compile(r"VALUES\s*(\?\w+|\(\s*(?:\?\w+\s*)+\))\s*\{\s*\}", re.IGNORECASE)
@@ -83,11 +83,6 @@ def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | T
     return out
 
 
-@cache
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
-
-
 def template_path(name: str, directory: Path = SPARQL_DIR) -> Path:
     """``name`` without extension; ``.rq`` (query) is tried before ``.ru`` (update)."""
     if not re.fullmatch(r"[a-z0-9_]+", name):
@@ -99,8 +94,10 @@ def template_path(name: str, directory: Path = SPARQL_DIR) -> Path:
     raise TemplateError(f"no template sparql/{name}.rq or .ru")
 
 
+@cache
 def load_template(name: str, directory: Path = SPARQL_DIR) -> str:
-    return _read(template_path(name, directory))
+    """The text of template ``name``, read once: a query then costs no file-system look-up."""
+    return template_path(name, directory).read_text(encoding="utf-8")
 
 
 def template_names(directory: Path = SPARQL_DIR) -> list[str]:
