@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from server.config import SAMPLE_DATA, Config
-from server.ingest.load import build_store, load_file
+from server.ingest.load import build_store, load_file, new_store_directory
 from server.store import GraphStore
 
 log = logging.getLogger(__name__)
@@ -16,14 +15,14 @@ def open_store(config: Config, progress: bool = False) -> GraphStore:
 
     A store that does not exist yet is built by the (faster) bulk loader, then opened.
     """
-    if config.load_sample and SAMPLE_DATA.exists() and config.store_path not in (None, ":memory:"):
-        path = Path(config.store_path)
-        if not path.exists() or not any(path.iterdir()):
-            count = build_store(path, SAMPLE_DATA, config.default_collection, progress=progress)
-            log.info("built the store with the sample dataset: %d quads into collection %r",
-                     count, config.default_collection)
+    sample = config.load_sample and SAMPLE_DATA.exists()
+    target = new_store_directory(config.store_path) if sample else None
+    if target is not None:
+        count = build_store(target, SAMPLE_DATA, config.default_collection, progress=progress)
+        log.info("built the store with the sample dataset: %d quads into collection %r",
+                 count, config.default_collection)
     store = GraphStore(config.store_path, explain_collection=config.explain_collection)
-    if config.load_sample and store.is_empty() and SAMPLE_DATA.exists():
+    if sample and store.is_empty():
         count = load_file(store, SAMPLE_DATA, config.default_collection, progress=progress)
         log.info("loaded the sample dataset: %d quads into collection %r", count, config.default_collection)
     return store

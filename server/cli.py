@@ -135,7 +135,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_load(args: argparse.Namespace, config: Config) -> int:
-    from server.ingest.load import LoadError, build_store, format_of, load_file
+    from server.ingest.load import LoadError, build_store, format_of, load_file, new_store_directory
 
     for path in args.files:  # check every file first: a typo in the last one loads nothing
         try:
@@ -146,9 +146,9 @@ def cmd_load(args: argparse.Namespace, config: Config) -> int:
             raise CliError(f"{path}: no such file")
     progress = not args.quiet and sys.stderr.isatty()
     pending, total = list(args.files), 0
-    target = Path(config.store_path) if config.store_path not in (None, ":memory:") else None
+    target = new_store_directory(config.store_path)
     try:
-        if target is not None and (not target.exists() or not any(target.iterdir())):
+        if target is not None:
             total = build_store(target, pending[0], args.collection, progress=progress)  # a new store: bulk load
             print(f"{pending.pop(0)}: {total} quads")
         store = _open(config)

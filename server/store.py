@@ -25,6 +25,11 @@ QueryResult = QuerySolutions | QueryBoolean | QueryTriples
 LoadListener = Callable[[str], None]
 
 
+def store_directory(path: str | Path | None) -> Path | None:
+    """The directory of an on-disk store; None for an in-memory one (``None`` or ``":memory:"``)."""
+    return None if path in (None, ":memory:") else Path(path)
+
+
 class GraphStore:
     """An on-disk (``path``) or in-memory (``path=None``) store with Glassgraph's graph layout.
 
@@ -35,7 +40,7 @@ class GraphStore:
     def __init__(self, path: str | Path | None = None, explain_collection: str = vocab.EXPLAIN_COLLECTION,
                  read_only: bool = False) -> None:
         """``read_only`` opens a frozen snapshot of an existing on-disk store, even one a server holds."""
-        self.path = None if path in (None, ":memory:") else Path(path)
+        self.path = store_directory(path)
         if self.path is not None and not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
         if self.path is None:

@@ -13,7 +13,7 @@ from pyoxigraph import RdfFormat, Store
 from tqdm import tqdm
 
 from server import vocab
-from server.store import GraphStore
+from server.store import GraphStore, store_directory
 
 _FORMATS = {
     ".ttl": RdfFormat.TURTLE, ".turtle": RdfFormat.TURTLE, ".nt": RdfFormat.N_TRIPLES,
@@ -68,6 +68,15 @@ def _reading(path: Path, progress: bool) -> Iterator[io.IOBase]:
             raise LoadError(f"{path}: {exc}") from exc
 
 
+def new_store_directory(store_path: str | Path | None) -> Path | None:
+    """The directory for :func:`build_store` when no store is there yet (absent or empty);
+    None when ``store_path`` is in memory or already holds a store."""
+    path = store_directory(store_path)
+    if path is None or (path.exists() and any(path.iterdir())):
+        return None
+    return path
+
+
 def load_file(store: GraphStore, path: str | Path, collection: str, progress: bool = True) -> int:
     """Load one RDF file into ``collection`` atomically; returns the number of quads added.
 
@@ -95,7 +104,7 @@ def build_store(target: str | Path, path: str | Path, collection: str, progress:
     """
     target, path = Path(target), Path(path)
     fmt = format_of(path)
-    if target.exists() and any(target.iterdir()):
+    if new_store_directory(target) is None:
         raise LoadError(f"{target}: not empty; use load_file to add to an existing store")
     staging = target.with_name(target.name + ".loading")
     shutil.rmtree(staging, ignore_errors=True)
