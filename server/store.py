@@ -30,6 +30,12 @@ def store_directory(path: str | Path | None) -> Path | None:
     return None if path in (None, ":memory:") else Path(path)
 
 
+def _template_text(name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None) -> str:
+    """Template ``name`` with its VALUES blocks filled."""
+    text = load_template(name)
+    return render_values(text, values) if values else text
+
+
 class GraphStore:
     """An on-disk (``path``) or in-memory (``path=None``) store with Glassgraph's graph layout.
 
@@ -58,9 +64,7 @@ class GraphStore:
               values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None,
               **options: object) -> QueryResult:
         """Run template ``sparql/{name}.rq`` with parameters bound (see sparql_templates)."""
-        text = load_template(name)
-        if values:
-            text = render_values(text, values)
+        text = _template_text(name, values)
         substitutions = {Variable(k): v for k, v in (bindings or {}).items()}
         return self.raw.query(text, substitutions=substitutions or None, **options)
 
@@ -104,9 +108,7 @@ class GraphStore:
 
     def update(self, name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None) -> None:
         """Run update template ``sparql/{name}.ru`` atomically, parameters in its VALUES blocks."""
-        text = load_template(name)
-        if values:
-            text = render_values(text, values)
+        text = _template_text(name, values)
         with self.writing() as store:
             store.update(text)
 
