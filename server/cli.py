@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pyoxigraph import NamedNode, RdfFormat
+
 from server import vocab
 from server.config import Config
 from server.explain_display import (
@@ -31,7 +33,7 @@ from server.store import GraphStore
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
 
-DUMP_FORMATS = ("trig", "nq", "ttl", "nt")
+DUMP_FORMATS = {"trig": RdfFormat.TRIG, "nq": RdfFormat.N_QUADS, "ttl": RdfFormat.TURTLE, "nt": RdfFormat.N_TRIPLES}
 EXIT_CODES = ("exit codes: 0 success, 1 the operation failed, 2 usage, "
               "3 the store is in use by another process or cannot be opened")
 
@@ -230,10 +232,7 @@ def cmd_collections(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_dump(args: argparse.Namespace, config: Config) -> int:
-    from pyoxigraph import NamedNode, RdfFormat
-
-    formats = {"trig": RdfFormat.TRIG, "nq": RdfFormat.N_QUADS, "ttl": RdfFormat.TURTLE, "nt": RdfFormat.N_TRIPLES}
-    fmt = formats[args.format]
+    fmt = DUMP_FORMATS[args.format]
     graph = None
     if args.graph:
         try:
