@@ -86,6 +86,17 @@ def _collection_name(text: str) -> str:
     return text
 
 
+def _port(text: str) -> int:
+    """argparse type: a TCP port (0 picks a free one); werkzeug would wrap 99999 to another port."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (0-65535): {value}")
+    return value
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[str(value) if value is not None else "" for value in row] for row in rows]
     widths = [max(len(headers[i]), *(len(row[i]) for row in cells)) for i in range(len(headers))]
@@ -309,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = _command(sub, "serve", cmd_serve, "run the development server (SPARQL endpoint, API, console)",
                      "glassgraph serve --host 0.0.0.0 --port 8080 --token s3cret")
     serve.add_argument("--host", help="interface to listen on (default: $GLASSGRAPH_HOST or 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default: $GLASSGRAPH_PORT or 7878)")
+    serve.add_argument("--port", type=_port, help="port (default: $GLASSGRAPH_PORT or 7878)")
     serve.add_argument("--token", help="bearer token required for writes (default: $GLASSGRAPH_TOKEN)")
     serve.add_argument("--read-only", action="store_true", help="refuse every write over HTTP")
 
