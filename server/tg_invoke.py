@@ -26,6 +26,7 @@ from server.explain_display import (
     silence_stdout,
     tolerant_streams,
 )
+from server.rag.messages import GraphRagResponse
 
 DEFAULT_URL = "http://127.0.0.1:7878"
 EXIT_OK, EXIT_SERVER_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
@@ -143,14 +144,12 @@ class Client:
     def _answer_messages(answer: dict) -> Iterator[dict]:
         """``{"answer", "session", "explain_ids", "explain_collection", "error"}`` as stream messages."""
         if answer.get("error"):
-            yield {"message_type": "chunk", "response": "", "error": answer["error"], "end_of_stream": True,
-                   "end_of_session": True, "explain_id": None, "explain_collection": None}
+            yield GraphRagResponse("chunk", error=answer["error"], end_of_stream=True, end_of_session=True).to_dict()
             return
         for iri in answer.get("explain_ids") or []:
-            yield {"message_type": "explain", "response": "", "error": None, "end_of_stream": False,
-                   "end_of_session": False, "explain_id": iri, "explain_collection": answer.get("explain_collection")}
-        yield {"message_type": "chunk", "response": answer.get("answer") or "", "error": None,
-               "end_of_stream": True, "end_of_session": True, "explain_id": None, "explain_collection": None}
+            yield GraphRagResponse("explain", explain_id=iri,
+                                   explain_collection=answer.get("explain_collection")).to_dict()
+        yield GraphRagResponse("chunk", answer.get("answer") or "", end_of_stream=True, end_of_session=True).to_dict()
 
     def trace(self, iri: str) -> dict | None:
         """The trace of the session ``iri`` belongs to (``GET /api/explain``), None if there is none."""
