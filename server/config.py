@@ -52,12 +52,8 @@ class Config:
         """Build from ``environ`` (default ``os.environ``); keyword overrides win (flags)."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
-        for name, (var, kind) in _ENV.items():
-            raw = env.get(var)
-            if raw is None and name == "llm_base_url":
-                raw = env.get("OPENAI_BASE_URL")
-            if raw is None and name == "llm_api_key":
-                raw = env.get("OPENAI_API_KEY")
+        for name, (names, kind) in _ENV.items():
+            raw = next((env[var] for var in names if var in env), None)  # the first variable set wins
             if raw is None or raw == "":
                 continue
             values[name] = _convert(kind, raw)
@@ -81,23 +77,23 @@ def _convert(kind: str, raw: str) -> object:
     return raw
 
 
-_ENV: dict[str, tuple[str, str]] = {
-    "store_path": ("GLASSGRAPH_STORE", "str"),
-    "load_sample": ("GLASSGRAPH_LOAD_SAMPLE", "bool"),
-    "default_collection": ("GLASSGRAPH_COLLECTION", "str"),
-    "explain_collection": ("GLASSGRAPH_EXPLAIN_COLLECTION", "str"),
-    "token": ("GLASSGRAPH_TOKEN", "str"),
-    "read_only": ("GLASSGRAPH_READ_ONLY", "bool"),
-    "host": ("GLASSGRAPH_HOST", "str"),
-    "port": ("GLASSGRAPH_PORT", "int"),
-    "max_body_bytes": ("GLASSGRAPH_MAX_BODY", "int"),
-    "max_result_rows": ("GLASSGRAPH_MAX_ROWS", "int"),
-    "query_deadline_s": ("GLASSGRAPH_DEADLINE", "float"),
-    "service_allow": ("GLASSGRAPH_SERVICE_ALLOW", "list"),
-    "llm": ("GLASSGRAPH_LLM", "str"),
-    "llm_base_url": ("GLASSGRAPH_LLM_BASE_URL", "str"),
-    "llm_api_key": ("GLASSGRAPH_LLM_API_KEY", "str"),
-    "llm_model": ("GLASSGRAPH_LLM_MODEL", "str"),
-    "llm_timeout_s": ("GLASSGRAPH_LLM_TIMEOUT", "float"),
-    "llm_retries": ("GLASSGRAPH_LLM_RETRIES", "int"),
+_ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the first one set wins; kind)
+    "store_path": (("GLASSGRAPH_STORE",), "str"),
+    "load_sample": (("GLASSGRAPH_LOAD_SAMPLE",), "bool"),
+    "default_collection": (("GLASSGRAPH_COLLECTION",), "str"),
+    "explain_collection": (("GLASSGRAPH_EXPLAIN_COLLECTION",), "str"),
+    "token": (("GLASSGRAPH_TOKEN",), "str"),
+    "read_only": (("GLASSGRAPH_READ_ONLY",), "bool"),
+    "host": (("GLASSGRAPH_HOST",), "str"),
+    "port": (("GLASSGRAPH_PORT",), "int"),
+    "max_body_bytes": (("GLASSGRAPH_MAX_BODY",), "int"),
+    "max_result_rows": (("GLASSGRAPH_MAX_ROWS",), "int"),
+    "query_deadline_s": (("GLASSGRAPH_DEADLINE",), "float"),
+    "service_allow": (("GLASSGRAPH_SERVICE_ALLOW",), "list"),
+    "llm": (("GLASSGRAPH_LLM",), "str"),
+    "llm_base_url": (("GLASSGRAPH_LLM_BASE_URL", "OPENAI_BASE_URL"), "str"),
+    "llm_api_key": (("GLASSGRAPH_LLM_API_KEY", "OPENAI_API_KEY"), "str"),
+    "llm_model": (("GLASSGRAPH_LLM_MODEL",), "str"),
+    "llm_timeout_s": (("GLASSGRAPH_LLM_TIMEOUT",), "float"),
+    "llm_retries": (("GLASSGRAPH_LLM_RETRIES",), "int"),
 }
