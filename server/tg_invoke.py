@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 
 import requests
 
-from server import vocab
 from server.explain_display import (
     StreamDisplay,
     StreamError,
@@ -152,11 +151,10 @@ class Client:
         yield GraphRagResponse("chunk", answer.get("answer") or "", end_of_stream=True, end_of_session=True).to_dict()
 
     def trace(self, iri: str) -> dict | None:
-        """The trace of the session ``iri`` belongs to (``GET /api/explain``), None if there is none."""
-        session_id = vocab.session_id_of(iri)
-        session = vocab.session_iri(session_id).value if session_id else iri
+        """The trace of the session ``iri`` belongs to (``GET /api/explain``, which takes any explain IRI
+        of a session), None if there is none."""
         try:
-            response = self.session.get(self.url + "/api/explain", params={"id": session},
+            response = self.session.get(self.url + "/api/explain", params={"id": iri},
                                         headers={"Accept": "application/json"}, timeout=self.timeout)
         except requests.RequestException as exc:
             raise TraceUnavailable(f"cannot reach {self.url} ({_reason(exc)})") from None
