@@ -83,12 +83,17 @@ class GraphStore:
     def is_empty(self) -> bool:
         return next(iter(self.raw.quads_for_pattern(None, None, None)), None) is None
 
+    def collection_of(self, graph: NamedNode) -> str | None:
+        """The collection whose knowledge graph ``graph`` is; None for provenance, librarian and
+        this store's explainability graph (whatever its configured name)."""
+        return None if graph == self.explain_graph else vocab.collection_of_graph(graph)
+
     def collections(self) -> list[dict[str, object]]:
         """Every collection with the triple counts of its knowledge and source graphs."""
         counts = {row["g"].value: int(row["n"].value) for row in self.select("graph_counts")}
         result = []
         for graph, count in sorted(counts.items()):
-            name = vocab.collection_of_graph(NamedNode(graph))
+            name = self.collection_of(NamedNode(graph))
             if name is None:
                 continue
             result.append({"collection": name, "graph": graph, "triples": count,

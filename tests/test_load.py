@@ -174,3 +174,13 @@ def test_build_store_of_a_bad_file_leaves_no_store(tmp_path: Path) -> None:
         build_store(tmp_path / "new", path, "docs", progress=False)
     assert not (tmp_path / "new").exists()
     assert not (tmp_path / "new.loading").exists()
+
+
+def test_a_renamed_explain_graph_is_not_a_collection(tmp_path: Path) -> None:
+    store = GraphStore(tmp_path / "store", explain_collection="traces")
+    store.extend(vocab.session_quads(store.explain_graph, "s1", "What is the capital of France?"))
+    fact = Quad(vocab.ENTITY.france, vocab.RELATION.capital, vocab.ENTITY.paris, vocab.collection_graph("geo"))
+    store.extend([fact])
+    assert [c["collection"] for c in store.collections()] == ["geo"]
+    assert store.collection_of(store.explain_graph) is None
+    assert store.collection_of(vocab.collection_graph("geo")) == "geo"

@@ -173,7 +173,7 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
     edges += [(row, Triple(row["s"], row["p"], node), "s") for row in incoming]
     by_collection: dict[str, set[Triple]] = {}
     for row, fact, _ in edges:
-        collection = vocab.collection_of_graph(row["g"])
+        collection = store.collection_of(row["g"])
         if collection is not None and fact.predicate != vocab.RDFS.label:
             by_collection.setdefault(collection, set()).add(fact)
     chains: dict[Triple, list] = {}

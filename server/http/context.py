@@ -6,7 +6,6 @@ import hmac
 from flask import current_app, request
 from pyoxigraph import DefaultGraph, NamedNode
 
-from server import vocab
 from server.config import Config
 from server.http.errors import HttpError
 from server.store import GraphStore
@@ -29,7 +28,7 @@ def notify_written(graph: NamedNode | DefaultGraph | None = None) -> None:
     store = current_store()
     graphs = store.raw.named_graphs() if graph is None else [graph]
     for name in graphs:
-        collection = vocab.collection_of_graph(name) if isinstance(name, NamedNode) else None
+        collection = store.collection_of(name) if isinstance(name, NamedNode) else None
         if collection is not None:
             store.notify_loaded(collection)
 

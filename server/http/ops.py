@@ -9,7 +9,6 @@ import time
 from flask import Blueprint, Flask, Response, g, jsonify, request
 from pyoxigraph import NamedNode
 
-from server import vocab
 from server.http.context import current_store
 
 blueprint = Blueprint("ops", __name__)
@@ -25,7 +24,7 @@ def healthz() -> Response:
     store = current_store()
     try:
         collections = sum(1 for graph in store.raw.named_graphs()
-                          if isinstance(graph, NamedNode) and vocab.collection_of_graph(graph) is not None)
+                          if isinstance(graph, NamedNode) and store.collection_of(graph) is not None)
     except OSError as error:
         response = jsonify(ok=False, store=str(store.path or ":memory:"), error=str(error))
         response.status_code = 503
