@@ -7,6 +7,9 @@ Two ways to bind, and never string formatting of user input:
 * ``values``: lists of rows for an empty ``VALUES`` block written in the template, e.g.
   ``VALUES (?s ?p ?o) { }``. Rows are rendered by pyoxigraph's own escaped N-Triples
   serialization (triple terms as ``<<( s p o )>>``), which is how updates take parameters.
+
+A template's ``LIMIT n`` is its cap; ``limit`` (an ``int``, written as digits) lowers it per call,
+since SPARQL has no parameter for LIMIT.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from server.vocab import Term
 ValuesKey = str | tuple[str, ...]
 
 _EMPTY_VALUES = re.compile(r"VALUES\s*(\?\w+|\(\s*(?:\?\w+\s*)+\))\s*\{\s*\}", re.IGNORECASE)
+_LIMIT = re.compile(r"\bLIMIT\s+(\d+)", re.IGNORECASE)
 
 
 class TemplateError(LookupError):
@@ -81,6 +85,19 @@ def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | T
     if missing:
         raise TemplateError(f"no empty VALUES block for {sorted(missing)}")
     return out
+
+
+def render_limit(text: str, limit: int) -> str:
+    """``text`` with each ``LIMIT n`` outside comments lowered to ``limit`` where that is smaller."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise TemplateError(f"a limit is a non-negative int, not {limit!r}")
+
+    def lower(match: re.Match[str]) -> str:
+        if _in_comment(text, match.start()):
+            return match.group(0)
+        return f"LIMIT {min(limit, int(match.group(1)))}"
+
+    return _LIMIT.sub(lower, text)
 
 
 def template_path(name: str, directory: Path = SPARQL_DIR) -> Path:

@@ -19,7 +19,7 @@ from pyoxigraph import (
 )
 
 from server import vocab
-from server.sparql_templates import Term, ValuesKey, load_template, render_values
+from server.sparql_templates import Term, ValuesKey, load_template, render_limit, render_values
 
 QueryResult = QuerySolutions | QueryBoolean | QueryTriples
 LoadListener = Callable[[str], None]
@@ -30,9 +30,12 @@ def store_directory(path: str | Path | None) -> Path | None:
     return None if path in (None, ":memory:") else Path(path)
 
 
-def _template_text(name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None) -> str:
-    """Template ``name`` with its VALUES blocks filled."""
+def _template_text(name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None,
+                   limit: int | None = None) -> str:
+    """Template ``name`` with its VALUES blocks filled and its LIMITs lowered to ``limit``."""
     text = load_template(name)
+    if limit is not None:
+        text = render_limit(text, limit)
     return render_values(text, values) if values else text
 
 
@@ -62,9 +65,10 @@ class GraphStore:
 
     def query(self, name: str, bindings: dict[str, Term] | None = None,
               values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None,
-              **options: object) -> QueryResult:
-        """Run template ``sparql/{name}.rq`` with parameters bound (see sparql_templates)."""
-        text = _template_text(name, values)
+              limit: int | None = None, **options: object) -> QueryResult:
+        """Run template ``sparql/{name}.rq`` with parameters bound and LIMITs lowered to ``limit``
+        (see sparql_templates)."""
+        text = _template_text(name, values, limit)
         substitutions = {Variable(k): v for k, v in (bindings or {}).items()}
         return self.raw.query(text, substitutions=substitutions or None, **options)
 

@@ -16,7 +16,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyoxigraph import Literal, NamedNode, Quad, QueryBoolean, Store, Triple
 
-from server.sparql_templates import TemplateError, load_template, render_values, template_names, template_path
+from server.sparql_templates import (
+    TemplateError,
+    load_template,
+    render_limit,
+    render_values,
+    template_names,
+    template_path,
+)
 from server.store import GraphStore
 from server.vocab import TG, XSD
 
@@ -68,6 +75,23 @@ def test_a_values_key_without_its_block_is_refused() -> None:
         render_values("SELECT * WHERE { ?s ?p ?o }", {"s": [DUMMY]})
     with pytest.raises(TemplateError):
         render_values("SELECT * WHERE { VALUES (?s ?p) { } }", {("s", "p"): [(DUMMY,)]})
+
+
+def test_a_limit_lowers_the_templates_limits_and_nothing_else() -> None:
+    text = "# at most LIMIT 100 rows\nSELECT * WHERE { { SELECT * WHERE { ?s ?p ?o } LIMIT 100 } } limit 7"
+    assert render_limit(text, 30) == text.replace("} LIMIT 100", "} LIMIT 30").replace("limit 7", "LIMIT 7")
+    assert render_limit(text, 500) == text.replace("limit 7", "LIMIT 7")  # a cap is never raised
+    for bad in ("30", "30 } DROP ALL {", -1, True, 2.5, None):
+        with pytest.raises(TemplateError):
+            render_limit(text, bad)  # type: ignore[arg-type]
+
+
+def test_a_limit_reaches_the_store(store: GraphStore) -> None:
+    store.extend([Quad(DUMMY, TG.p, Literal(str(i)), store.explain_graph) for i in range(5)])
+    with_limit = with_dummy_rows(render_limit(load_template("rag_hop"), 2))
+    rows = list(store.raw.query(with_limit, default_graph=store.explain_graph))
+    assert len(rows) == 2
+    assert len(list(store.raw.query(with_dummy_rows(load_template("rag_hop")), default_graph=store.explain_graph))) == 5
 
 
 # --- property tests: parameters are matched exactly and never change the query --------------------

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -38,7 +38,7 @@ from server.rag.label_index import LabelIndex, label_preference
 from server.sparql_templates import Term
 from server.store import GraphStore
 
-MAX_TRIPLE_LIMIT = 100  # the per-entity, per-direction cap written in sparql/rag_hop.rq
+MAX_TRIPLE_LIMIT = 100  # the per-entity, per-direction cap written in sparql/rag_hop.rq (lowered per call)
 LABEL_CACHE_SIZE = 100_000
 LABEL_BATCH = 1000  # terms per label query
 
@@ -118,14 +118,13 @@ class _LabelCache:
 
 
 class _Walk:
-    """The state of one traversal: edges in the order found, entities seen, per-entity budgets."""
+    """The state of one traversal: edges in the order found, entities seen."""
 
     def __init__(self, limits: RetrievalLimits) -> None:
         self.limits = limits
         self.per_direction = min(limits.triple_limit, MAX_TRIPLE_LIMIT)
         self.edges: dict[tuple[Term, Term, Term], None] = {}
         self.visited: set[NamedNode] = set()
-        self.taken: Counter[tuple[Term, bool, bool]] = Counter()
 
     def full(self) -> bool:
         return len(self.edges) >= self.limits.max_subgraph_size or self.per_direction <= 0
@@ -136,19 +135,16 @@ class _Walk:
         self.visited.update(fresh)
         return fresh
 
-    def read(self, solutions: Iterable, focused: bool = False) -> list[NamedNode]:
-        """Take edges from hop rows within the budgets; returns the entities they reach first."""
+    def read(self, solutions: Iterable) -> list[NamedNode]:
+        """Take edges from hop rows (the query applies the per-entity limits) until
+        ``max_subgraph_size``; returns the entities they reach first."""
         reached: list[NamedNode] = []
         for row in solutions:
-            s, p, o, outgoing = row["s"], row["p"], row["o"], row["out"].value == "true"
-            direction = (s if outgoing else o, outgoing, focused)
-            if self.taken[direction] >= (MAX_TRIPLE_LIMIT if focused else self.per_direction):
+            edge = (row["s"], row["p"], row["o"])
+            if edge in self.edges:
                 continue
-            self.taken[direction] += 1
-            if (s, p, o) in self.edges:
-                continue
-            self.edges[(s, p, o)] = None
-            reached += self.visit([node for node in (s, o) if isinstance(node, NamedNode)])
+            self.edges[edge] = None
+            reached += self.visit([node for node in (edge[0], edge[2]) if isinstance(node, NamedNode)])
             if self.full():
                 break
         return reached
@@ -206,10 +202,11 @@ class Retriever:
                 reached: list[NamedNode] = []
                 if focus:
                     reached += walk.read(self.store.query("rag_focus", values={"e": frontier, "p": focus},
-                                                          default_graph=graph), focused=True)
+                                                          default_graph=graph))
                     executions += 1
                 if not walk.full():
-                    reached += walk.read(self.store.query("rag_hop", values={"e": frontier}, default_graph=graph))
+                    reached += walk.read(self.store.query("rag_hop", values={"e": frontier}, limit=walk.per_direction,
+                                                          default_graph=graph))
                     executions += 1
                 frontier = reached[:limits.entity_limit]
         return list(walk.edges), executions
