@@ -13,7 +13,11 @@ Term = NamedNode | Literal | Triple
 
 
 class Namespace:
-    """``NS.name`` or ``NS["name"]`` gives the NamedNode ``base + name``."""
+    """``NS.name`` or ``NS["name"]`` gives the NamedNode ``base + name``.
+
+    ``NS.name`` is made once and kept as an attribute (names written in code are few; a NamedNode
+    costs an IRI parse); ``NS["name"]`` takes data (entity names) and is not kept.
+    """
 
     def __init__(self, base: str) -> None:
         self.base = base
@@ -21,7 +25,9 @@ class Namespace:
     def __getattr__(self, name: str) -> NamedNode:
         if name.startswith("__"):
             raise AttributeError(name)
-        return NamedNode(self.base + name)
+        node = NamedNode(self.base + name)
+        setattr(self, name, node)
+        return node
 
     def __getitem__(self, name: str) -> NamedNode:
         return NamedNode(self.base + name)
