@@ -23,8 +23,7 @@ from server.rag.retrieval import RetrievalLimits
 TraceLookup = Callable[[str], "dict | None"]  # any explain IRI of a session -> its trace (read_trace's shape)
 
 LIMIT_FLAGS = tuple(f.name for f in fields(RetrievalLimits))  # entity_limit, triple_limit, ...
-_KINDS = (("session:", "session"), ("prov:retrieval:", "retrieval"), ("prov:selection:", "selection"),
-          ("prov:answer:", "answer"))
+_STAGES = ("session", "retrieval", "selection", "answer")  # the explain events of a stream
 
 
 class StreamError(Exception):
@@ -91,10 +90,8 @@ def limits_of(args: argparse.Namespace) -> dict[str, int]:
 
 def explain_kind(iri: str) -> str:
     """``session``, ``retrieval``, ``selection``, ``answer`` (or ``explain`` for anything else)."""
-    for prefix, kind in _KINDS:
-        if iri.startswith(vocab.URN + prefix):
-            return kind
-    return "explain"
+    kind = (vocab.parse_explain_iri(iri) or ("explain",))[0]
+    return kind if kind in _STAGES else "explain"
 
 
 def error_text(error: object) -> str:

@@ -33,11 +33,16 @@ class TemplateError(LookupError):
     """A template is missing, or a parameter does not fit it."""
 
 
-def render_term(term: Term) -> str:
-    """Serialize a term for a VALUES block; blank nodes cannot be bound there."""
+def render_term(term: Term | BlankNode, blank_nodes: bool = False) -> str:
+    """Serialize a term in pyoxigraph's escaped N-Triples form (triple terms as ``<<( s p o )>>``).
+
+    Blank nodes cannot be bound in a VALUES block; ``blank_nodes`` allows them as ``_:id``, for
+    data written with ``INSERT DATA``.
+    """
     if isinstance(term, Triple):
-        return f"<<( {render_term(term.subject)} {render_term(term.predicate)} {render_term(term.object)} )>>"
-    if isinstance(term, (NamedNode, Literal)):
+        parts = (render_term(t, blank_nodes) for t in (term.subject, term.predicate, term.object))
+        return "<<( {} {} {} )>>".format(*parts)
+    if isinstance(term, (NamedNode, Literal)) or (blank_nodes and isinstance(term, BlankNode)):
         return str(term)
     if isinstance(term, BlankNode):
         raise TemplateError("blank nodes cannot be bound as parameters")

@@ -135,14 +135,25 @@ def answer_document_iri(session_id: str) -> NamedNode:
     return NamedNode(f"{URN}answer:{session_id}")
 
 
+# Explainability IRIs after URN, by kind; an edge selection's uuid is followed by ``:{index}``.
+_EXPLAIN_PREFIXES = (("session:", "session"), ("prov:retrieval:", "retrieval"), ("prov:selection:", "selection"),
+                     ("prov:edge:", "edge"), ("prov:answer:", "answer"), ("answer:", "answer-document"))
+
+
+def parse_explain_iri(iri: str) -> tuple[str, str] | None:
+    """``(kind, session uuid)`` of an explainability IRI, kind being ``session``, ``retrieval``,
+    ``selection``, ``edge``, ``answer`` or ``answer-document``; None for any other IRI."""
+    for prefix, kind in _EXPLAIN_PREFIXES:
+        if iri.startswith(URN + prefix):
+            rest = iri[len(URN + prefix):]
+            return kind, rest.rsplit(":", 1)[0] if kind == "edge" else rest
+    return None
+
+
 def session_id_of(iri: str) -> str | None:
     """The uuid of any explainability IRI (session, retrieval, selection, edge, answer)."""
-    for prefix in ("session:", "prov:retrieval:", "prov:selection:", "prov:answer:", "answer:"):
-        if iri.startswith(URN + prefix):
-            return iri[len(URN + prefix):]
-    if iri.startswith(URN + "prov:edge:"):
-        return iri[len(URN + "prov:edge:"):].rsplit(":", 1)[0]
-    return None
+    parsed = parse_explain_iri(iri)
+    return parsed[1] if parsed else None
 
 
 # --- builders --------------------------------------------------------------------------------

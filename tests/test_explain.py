@@ -158,3 +158,15 @@ def test_explain_collection_is_configurable(tmp_path) -> None:
     assert store.raw.contains_named_graph(NamedNode("urn:trustgraph:graph:audit"))
     assert read_trace(store, vocab.session_iri(recorder.session_id).value)["answer_text"] == "a"
     assert read_trace(GraphStore(None), vocab.session_iri(recorder.session_id).value) is None
+
+
+def test_every_explain_iri_names_its_kind_and_session() -> None:
+    sid = "0b7c1f8e-5d2a-4c3b-9e1f-2a6d8c4b7e90"
+    minted = {"session": vocab.session_iri(sid), "retrieval": vocab.retrieval_iri(sid),
+              "selection": vocab.selection_iri(sid), "edge": vocab.edge_selection_iri(sid, 11),
+              "answer": vocab.answer_iri(sid), "answer-document": vocab.answer_document_iri(sid)}
+    for kind, iri in minted.items():
+        assert vocab.parse_explain_iri(iri.value) == (kind, sid)
+        assert vocab.session_id_of(iri.value) == sid
+    for other in ("urn:trustgraph:graph:explainability", "https://example.org/session:x", ""):
+        assert vocab.parse_explain_iri(other) is None and vocab.session_id_of(other) is None

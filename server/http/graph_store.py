@@ -11,13 +11,14 @@ from __future__ import annotations
 import uuid
 
 from flask import Blueprint, Response, request, url_for
-from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Triple, parse
+from pyoxigraph import BlankNode, DefaultGraph, NamedNode, RdfFormat, Triple, parse
 
 from server import vocab
 from server.http.context import current_store, notify_written, require_write_access
 from server.http.errors import HttpError
 from server.http.negotiation import GRAPH_MEDIA, negotiate
 from server.http.sparql import rdf_content_type
+from server.sparql_templates import Term, render_term
 
 blueprint = Blueprint("graph_store", __name__)
 
@@ -40,10 +41,9 @@ def _exists(graph: NamedNode | DefaultGraph) -> bool:
     return isinstance(graph, DefaultGraph) or current_store().raw.contains_named_graph(graph)
 
 
-def _render(term: object) -> str:
-    if isinstance(term, Triple):
-        return f"<<( {_render(term.subject)} {_render(term.predicate)} {_render(term.object)} )>>"
-    return str(term)  # pyoxigraph's escaped N-Triples form (blank nodes as _:id)
+def _render(term: Term | BlankNode) -> str:
+    """A term of a request body, for INSERT DATA (blank nodes allowed)."""
+    return render_term(term, blank_nodes=True)
 
 
 def _graph_clause(graph: NamedNode | DefaultGraph) -> str:
