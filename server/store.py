@@ -30,6 +30,11 @@ def store_directory(path: str | Path | None) -> Path | None:
     return None if path in (None, ":memory:") else Path(path)
 
 
+def graph_options(graph: NamedNode | None) -> dict[str, object]:
+    """Query options that make ``graph`` the default graph, or the union of every graph if None."""
+    return {"default_graph": graph} if graph is not None else {"use_default_graph_as_union": True}
+
+
 def _template_text(name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None,
                    limit: int | None = None) -> str:
     """Template ``name`` with its VALUES blocks filled and its LIMITs lowered to ``limit``."""

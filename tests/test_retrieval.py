@@ -10,6 +10,7 @@ from pyoxigraph import Literal, NamedNode, Quad
 
 from server import vocab
 from server.ingest.load import load_file
+from server.labels import store_labels
 from server.rag.label_index import normalize
 from server.rag.retrieval import LabelGraph, RetrievalLimits, Retriever, edge_id
 from server.store import GraphStore
@@ -199,16 +200,29 @@ def test_labels_are_batched_and_cached_across_requests(factbook: CountingStore) 
     retriever = Retriever(factbook)
     terms = [E.france, R.capital, E.eiffel_tower, E.lyon, Literal("x", language="en"),
              Literal("67000000", datatype=XSD.integer)]
-    expected = {E.france: "France", R.capital: "capital", E.eiffel_tower: "eiffel_tower",
+    expected = {E.france: "France", R.capital: "capital", E.eiffel_tower: "eiffel_tower", E.lyon: "lyon",
                 Literal("x", language="en"): "x", Literal("67000000", datatype=XSD.integer): "67000000"}
     factbook.executions = 0
-    assert retriever.labels(terms, "default") == {**expected, E.lyon: "lyon"}  # Lyon's label is elsewhere
+    assert retriever.labels(terms, "default") == expected  # Lyon's label is in another collection
     assert factbook.executions == 1  # the collection's label index, built once
-    assert retriever.labels(terms) == {**expected, E.lyon: "Lyon"}  # any graph: one batched query
+    assert retriever.labels(terms, "default") == expected
+    assert Retriever(factbook).labels(terms, "default") == expected
+    assert factbook.executions == 2  # the second retriever built its own index; the first served from cache
+
+
+def test_store_labels_prefer_plain_or_english_in_one_query_per_batch(factbook: CountingStore) -> None:
+    g = vocab.collection_graph("default")
+    factbook.extend([Quad(E.paris, RDFS.label, Literal("Parigi", language="it"), g),  # sorts before "Paris"
+                     Quad(E.paris, RDFS.label, Literal("Paname", language="fr"), g),
+                     Quad(E.berlin, RDFS.label, Literal("Berlino", language="it"), g)])
+    factbook.executions = 0
+    iris = [E.paris, E.berlin, E.lyon, E.eiffel_tower, Literal("x")]
+    assert store_labels(factbook, iris) == {E.paris: "Paris", E.berlin: "Berlin", E.lyon: "Lyon"}
+    assert store_labels(factbook, iris, g) == {E.paris: "Paris", E.berlin: "Berlin"}  # Lyon: elsewhere
     assert factbook.executions == 2
-    assert retriever.labels(terms) == {**expected, E.lyon: "Lyon"}
-    assert Retriever(factbook).labels(terms, "default")[E.lyon] == "lyon"
-    assert factbook.executions == 3  # the second retriever built its own index; the first served from cache
+    many = [E[f"n{i}"] for i in range(2500)] + [E.paris]
+    assert store_labels(factbook, many) == {E.paris: "Paris"}
+    assert factbook.executions == 5  # 2,501 terms: three batches
 
 
 def test_only_the_collection_graph_is_traversed(factbook: CountingStore) -> None:

@@ -8,19 +8,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from pyoxigraph import NamedNode, Triple
+from pyoxigraph import Triple
 
 from server import vocab
-from server.store import GraphStore
+from server.store import GraphStore, graph_options
 
 Chain = list[dict]
 
 _TYPES = {vocab.TG.Document: "Document", vocab.TG.Page: "Page", vocab.TG.Chunk: "Chunk"}
-
-
-def graph_options(graph: NamedNode | None) -> dict[str, object]:
-    """Query options that make ``graph`` the default graph, or the union of every graph if None."""
-    return {"default_graph": graph} if graph is not None else {"use_default_graph_as_union": True}
 
 
 def source_chains(store: GraphStore, edge: Triple, collection: str | None = None) -> list[Chain]:

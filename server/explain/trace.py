@@ -6,7 +6,8 @@ from itertools import islice
 from pyoxigraph import Literal, NamedNode, Triple
 
 from server import vocab
-from server.explain.provenance import graph_options, source_chains_many
+from server.explain.provenance import source_chains_many
+from server.labels import store_labels
 from server.sparql_templates import Term, render_term
 from server.store import GraphStore
 
@@ -88,7 +89,9 @@ def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> l
     rows = store.select("explain_edges", bindings={"selection": selection}, default_graph=store.explain_graph)
     rows.sort(key=lambda row: _index(row["node"].value))
     triples: list[Triple] = [row["edge"] for row in rows]
-    labels = _labels(store, triples, collection)
+    graph = vocab.collection_graph(collection) if collection else None
+    labels = store_labels(store, (t for triple in triples for t in (triple.subject, triple.predicate, triple.object)),
+                          graph)
     sources = source_chains_many(store, triples, collection)
     edges = []
     for row, triple in zip(rows, triples, strict=True):
@@ -114,14 +117,3 @@ def _lexical(term: Term) -> str:
     return render_term(term) if isinstance(term, Triple) else term.value
 
 
-def _labels(store: GraphStore, triples: list[Triple], collection: str | None) -> dict[NamedNode, str]:
-    """rdfs:labels of every IRI of the edges, in one query."""
-    iris = list(dict.fromkeys(t for triple in triples for t in (triple.subject, triple.predicate, triple.object)
-                              if isinstance(t, NamedNode)))
-    if not iris:
-        return {}
-    graph = vocab.collection_graph(collection) if collection else None
-    labels: dict[NamedNode, str] = {}
-    for row in store.select("explain_labels", values={"term": iris}, **graph_options(graph)):
-        labels.setdefault(row["term"], row["label"].value)
-    return labels

@@ -10,11 +10,11 @@ from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse
 from werkzeug.exceptions import BadRequest, NotFound
 
 from server import vocab
-from server.explain.provenance import graph_options, node_name, source_chains_many
+from server.explain.provenance import node_name, source_chains_many
 from server.explain.trace import list_sessions, read_trace
 from server.http.context import current_config, current_store
+from server.labels import store_labels
 from server.rag.retrieval import RetrievalLimits
-from server.store import GraphStore
 
 blueprint = Blueprint("console", __name__)
 
@@ -167,8 +167,8 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
     store = current_store()
     outgoing = store.select("console_resource_out", bindings={"iri": node})
     incoming = store.select("console_resource_in", bindings={"iri": node})
-    labels = _labels(store, [node] + [row[k] for row in outgoing + incoming for k in ("s", "p", "o", "g")
-                                      if k in row])
+    labels = store_labels(store, [node] + [row[k] for row in outgoing + incoming for k in ("s", "p", "o", "g")
+                                           if k in row])
     edges = [(row, Triple(node, row["p"], row["o"]), "o") for row in outgoing]
     edges += [(row, Triple(row["s"], row["p"], node), "s") for row in incoming]
     by_collection: dict[str, set[Triple]] = {}
@@ -194,12 +194,3 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
     return page if edges else (page, 404)
 
 
-def _labels(store: GraphStore, terms: list[object]) -> dict[NamedNode, str]:
-    """rdfs:labels of the IRIs among ``terms``, in one query over every graph."""
-    iris = list(dict.fromkeys(t for t in terms if isinstance(t, NamedNode)))
-    if not iris:
-        return {}
-    labels: dict[NamedNode, str] = {}
-    for row in store.select("explain_labels", values={"term": iris}, **graph_options(None)):
-        labels.setdefault(row["term"], row["label"].value)
-    return labels

@@ -20,6 +20,7 @@ import unicodedata
 from pyoxigraph import Literal, NamedNode
 
 from server import vocab
+from server.labels import label_preference
 from server.rag.words import terms
 from server.store import GraphStore
 
@@ -58,12 +59,6 @@ def _ngrams(words: list[str], longest: int) -> list[str]:
     for size in range(min(longest, len(words)), 0, -1):
         grams.extend(" ".join(words[i:i + size]) for i in range(len(words) - size + 1))
     return grams
-
-
-def label_preference(label: Literal) -> tuple[bool, str]:
-    """Sort key of a term's labels: plain or English first, then alphabetical."""
-    language = label.language or ""
-    return (not (language == "" or language.startswith("en")), label.value)
 
 
 class _CollectionIndex:

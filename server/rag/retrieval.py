@@ -6,7 +6,6 @@ whole frontier in one VALUES block, the collection graph as the query's default 
 not grow with the number of seeds. Seeds come from :class:`~server.rag.label_index.LabelIndex` (sqlite, no graph
 scan); edge labels come from a bounded LRU shared across requests, backed by the same index (one
 batched sqlite lookup for the misses, no store query); both are refreshed when data is loaded.
-Labels asked for outside a collection come from one batched VALUES query over every graph.
 
 Limits (TrustGraph's names and defaults):
 
@@ -34,13 +33,12 @@ from dataclasses import dataclass
 from pyoxigraph import Literal, NamedNode
 
 from server import vocab
-from server.rag.label_index import LabelIndex, label_preference
+from server.rag.label_index import LabelIndex
 from server.sparql_templates import Term
 from server.store import GraphStore
 
 MAX_TRIPLE_LIMIT = 100  # the per-entity, per-direction cap written in sparql/rag_hop.rq (lowered per call)
 LABEL_CACHE_SIZE = 100_000
-LABEL_BATCH = 1000  # terms per label query
 
 
 def edge_id(label_s: str, label_p: str, label_o: str) -> str:
@@ -83,14 +81,14 @@ class _LabelCache:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._entries: OrderedDict[tuple[str | None, int, Term], str] = OrderedDict()
-        self._generation: dict[str | None, int] = {}
+        self._entries: OrderedDict[tuple[str, int, Term], str] = OrderedDict()
+        self._generation: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def key(self, collection: str | None, term: Term) -> tuple[str | None, int, Term]:
+    def key(self, collection: str, term: Term) -> tuple[str, int, Term]:
         return (collection, self._generation.get(collection, 0), term)
 
-    def get(self, collection: str | None, terms: Iterable[Term]) -> tuple[dict[Term, str], list[Term]]:
+    def get(self, collection: str, terms: Iterable[Term]) -> tuple[dict[Term, str], list[Term]]:
         found: dict[Term, str] = {}
         missing: list[Term] = []
         with self._lock:
@@ -103,7 +101,7 @@ class _LabelCache:
                     missing.append(term)
         return found, missing
 
-    def put(self, collection: str | None, labels: dict[Term, str]) -> None:
+    def put(self, collection: str, labels: dict[Term, str]) -> None:
         with self._lock:
             for term, label in labels.items():
                 self._entries[self.key(collection, term)] = label
@@ -111,10 +109,9 @@ class _LabelCache:
                 self._entries.popitem(last=False)
 
     def invalidate(self, collection: str) -> None:
-        """Entries of ``collection`` (and of lookups outside any collection) are no longer served."""
+        """Entries of ``collection`` are no longer served."""
         with self._lock:
-            for name in (collection, None):
-                self._generation[name] = self._generation.get(name, 0) + 1
+            self._generation[collection] = self._generation.get(collection, 0) + 1
 
 
 class _Walk:
@@ -159,33 +156,18 @@ class Retriever:
         self._cache = _LabelCache(LABEL_CACHE_SIZE)
         store.add_load_listener(self._cache.invalidate)
 
-    def labels(self, terms: Iterable[Term], collection: str | None = None) -> dict[Term, str]:
-        """A display label per term: its ``rdfs:label`` (in ``collection``'s graph, or any graph when
-        None), a literal's lexical form, else the IRI's local name. Batched and cached."""
-        return self._labels(list(dict.fromkeys(terms)), collection)[0]
-
-    def _labels(self, terms: list[Term], collection: str | None) -> tuple[dict[Term, str], int]:
-        result, missing = self._cache.get(collection, terms)
+    def labels(self, terms: Iterable[Term], collection: str) -> dict[Term, str]:
+        """A display label per term: its preferred ``rdfs:label`` in ``collection``'s graph (from the
+        label index, no store query), a literal's lexical form, else the IRI's local name. Cached."""
+        result, missing = self._cache.get(collection, list(dict.fromkeys(terms)))
         named = [t for t in missing if isinstance(t, NamedNode)]
         fresh: dict[Term, str] = {t: t.value if isinstance(t, Literal) else str(t)
                                   for t in missing if not isinstance(t, NamedNode)}
-        executions = 0
-        if collection is not None:  # the collection's label index holds every label of its graph
-            found = self.index.display_labels(named, collection)
-        else:
-            found = {}
-            for start in range(0, len(named), LABEL_BATCH):
-                rows = self.store.select("rag_labels_any", values={"t": named[start:start + LABEL_BATCH]})
-                executions += 1
-                candidates: dict[Term, list[Literal]] = {}
-                for row in rows:
-                    if isinstance(row["label"], Literal):
-                        candidates.setdefault(row["t"], []).append(row["label"])
-                found.update({t: min(labels, key=label_preference).value for t, labels in candidates.items()})
+        found = self.index.display_labels(named, collection)
         fresh.update({term: found.get(term) or local_name(term.value) for term in named})
         self._cache.put(collection, fresh)
         result.update(fresh)
-        return result, executions
+        return result
 
     def _traverse(self, seed_tiers: list[list[NamedNode]], focus: list[NamedNode], collection: str,
                   limits: RetrievalLimits) -> tuple[list[tuple[Term, Term, Term]], int]:
@@ -217,7 +199,7 @@ class Retriever:
         exact, ranked = self.index.lookup_tiers(question, collection, limits.entity_limit)
         focus = self.index.focus_relations(question, collection)
         edges, executions = self._traverse([exact, ranked], focus, collection, limits)
-        labels, label_executions = self._labels(list(dict.fromkeys(t for edge in edges for t in edge)), collection)
+        labels = self.labels((t for edge in edges for t in edge), collection)
         labeled: list[tuple[str, str, str]] = []
         uri_map: dict[str, tuple[Term, Term, Term]] = {}
         for edge in edges:
@@ -230,4 +212,4 @@ class Retriever:
             uri_map[candidate] = edge
             labeled.append(names)
         return LabelGraph(labeled_edges=labeled, uri_map=uri_map, seeds=exact + ranked,
-                          sparql_executions=executions + label_executions)
+                          sparql_executions=executions)
