@@ -245,6 +245,15 @@ def test_offline_matches_lemmas_and_groups_the_answer() -> None:
     )
 
 
+def test_offline_answer_tells_a_symmetric_fact_once() -> None:
+    edges = [("Germany", "borders", "Austria"), ("Germany", "borders", "Belgium"), ("Austria", "borders", "Germany"),
+             ("Belgium", "borders", "Germany"), ("Andorra", "borders", "France"), ("Austria", "capital", "Vienna")]
+    assert "".join(OfflineLLM().answer("Which countries border Germany?", edges)) == (
+        "The borders of Germany are Austria and Belgium. The borders of Andorra are France. "
+        "The capital of Austria is Vienna."
+    )
+
+
 def test_offline_follows_a_second_hop_for_words_the_first_edges_miss() -> None:
     edges = [(edge_id(*e), e) for e in [
         ("Heat", "directed_by", "Michael Mann"),

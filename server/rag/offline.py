@@ -100,11 +100,17 @@ def _join(items: list[str]) -> str:
 
 def extractive_answer(edges: list[Edge]) -> str:
     """One sentence per subject and predicate with its objects joined, or per predicate and single
-    object with its subjects joined ("The currency of Austria and Belgium is euro."), in edge order."""
+    object with its subjects joined ("The currency of Austria and Belgium is euro."), in edge order.
+    An edge whose reverse (same predicate) is already stated is left out: a symmetric fact such as
+    ``borders`` is told once."""
     if not edges:
         return "The knowledge graph has no facts that answer this question."
     by_subject: dict[tuple[str, str], list[str]] = {}
+    stated: set[Edge] = set()
     for s, p, o in edges:
+        if (o, p, s) in stated:
+            continue
+        stated.add((s, p, o))
         objects = by_subject.setdefault((s, p), [])
         if o not in objects:
             objects.append(o)
