@@ -46,6 +46,7 @@ class Config:
     llm_model: str = "gpt-4o-mini"  # GLASSGRAPH_LLM_MODEL
     llm_timeout_s: float = 60.0  # GLASSGRAPH_LLM_TIMEOUT
     llm_retries: int = 2  # GLASSGRAPH_LLM_RETRIES
+    sse_keepalive_s: float = 15.0  # GLASSGRAPH_SSE_KEEPALIVE: SSE comment after this idle time (0: none)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Config:
@@ -96,4 +97,5 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "llm_model": (("GLASSGRAPH_LLM_MODEL",), "str"),
     "llm_timeout_s": (("GLASSGRAPH_LLM_TIMEOUT",), "float"),
     "llm_retries": (("GLASSGRAPH_LLM_RETRIES",), "int"),
+    "sse_keepalive_s": (("GLASSGRAPH_SSE_KEEPALIVE",), "float"),
 }

@@ -73,6 +73,46 @@ def test_sse_delivers_the_first_explain_before_the_llm_answers(france_store: Gra
     assert read_trace(france_store, first["explain_id"])["status"] == "answered"
 
 
+def slow_selection_server(store: GraphStore, llm: ScriptedLLM, keepalive_s: float) -> LiveServer:
+    """A server whose LLM takes a second to select, then answers "Paris is the capital."."""
+    llm.reply(SELECTION, delay_s=1.0)
+    llm.reply("Paris is the capital.")
+    return serve(store, llm="openai", llm_base_url=llm.base_url, llm_api_key="test", llm_retries=0,
+                 sse_keepalive_s=keepalive_s)
+
+
+def test_sse_sends_keepalive_comments_while_the_llm_is_slow(france_store: GraphStore,
+                                                             scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+    live = slow_selection_server(france_store, scripted_llm, keepalive_s=0.2)
+    try:
+        lines = [line for line in ask(live, "text/event-stream").iter_lines(decode_unicode=True) if line]
+    finally:
+        live.close()
+    keepalives = [i for i, line in enumerate(lines) if line == ": keep-alive"]
+    events = [json.loads(line[len("data: "):]) for line in lines if line.startswith("data: ")]
+    assert len(keepalives) >= 2 and len(keepalives) + len(events) == len(lines)  # comments and events only
+    selection = next(i for i, line in enumerate(lines) if "urn:trustgraph:prov:selection:" in line)
+    assert keepalives[0] < selection  # sent while the selection call was pending
+    assert "".join(m["response"] for m in events) == "Paris is the capital."
+    assert events[-1]["end_of_session"] is True and events[-1]["error"] is None
+
+
+def test_a_client_leaving_during_a_keepalive_wait_cancels_the_session(france_store: GraphStore,
+                                                                      scripted_llm: ScriptedLLM) -> None:  # noqa: F811
+    live = slow_selection_server(france_store, scripted_llm, keepalive_s=0.1)
+    try:
+        response = ask(live, "text/event-stream")
+        session = next(sse_messages(response))["explain_id"]
+        response.close()  # leave while the selection call is pending
+        deadline = time.monotonic() + 10
+        while (trace := read_trace(france_store, session))["status"] == "incomplete" and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        live.close()
+    assert trace["status"] == "failed" and trace["error"]["type"] == "cancelled"
+    assert trace["answer"] is None
+
+
 def test_ndjson_stream(server: LiveServer) -> None:
     response = ask(server, "application/x-ndjson")
     assert response.headers["Content-Type"].startswith("application/x-ndjson")

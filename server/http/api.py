@@ -16,6 +16,7 @@ from server.explain.trace import list_sessions, read_trace
 from server.http.console import resource_html
 from server.http.context import current_config, current_store
 from server.http.errors import HttpError
+from server.http.keepalive import with_keepalive
 from server.http.negotiation import GRAPH_MEDIA, negotiate, prefers
 from server.http.sparql import graph_response
 from server.rag.messages import GraphRagResponse
@@ -97,18 +98,25 @@ def graph_rag() -> Response:
     media = negotiate(accept, [SSE, NDJSON])
     if media is None:
         raise HttpError(406, f"a streamed answer is sent as {SSE} or {NDJSON}; or set \"streaming\": false")
-    return Response(_frames(messages, sse=media == SSE), content_type=media + "; charset=utf-8",
+    keepalive_s = current_config().sse_keepalive_s if media == SSE else 0
+    return Response(_frames(messages, sse=media == SSE, keepalive_s=keepalive_s),
+                    content_type=media + "; charset=utf-8",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-def _frames(messages: Iterator[GraphRagResponse], sse: bool) -> Iterator[str]:
-    """One SSE event (``data: {...}``) or one NDJSON line per message; a closed connection stops the run."""
+def _frames(messages: Iterator[GraphRagResponse], sse: bool, keepalive_s: float) -> Iterator[str]:
+    """One SSE event (``data: {...}``) or one NDJSON line per message, and an SSE comment after each
+    ``keepalive_s`` without one (0: none); a closed connection stops the run."""
+    stream = with_keepalive(messages, keepalive_s) if keepalive_s > 0 else messages
     try:
-        for message in messages:
+        for message in stream:
+            if message is None:
+                yield ": keep-alive\n\n"
+                continue
             data = json.dumps(message.to_dict(), ensure_ascii=False)
             yield f"data: {data}\n\n" if sse else data + "\n"
     finally:
-        close = getattr(messages, "close", None)
+        close = getattr(stream, "close", None)
         if close is not None:
             close()
 
