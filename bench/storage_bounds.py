@@ -19,12 +19,13 @@ from server.vocab import RDFS
 class ObservedStore(GraphStore):
     """A twin of an open store (the same pyoxigraph Store and writers' lock: the path is not opened
     twice) that records the frontier (``VALUES ?e``) of each template query and adds up the time
-    spent in ``extend``."""
+    spent in ``extend`` and the quads written."""
 
     def __init__(self, store: GraphStore) -> None:
         self.__dict__.update(store.__dict__)
         self.frontiers: list[list[Term]] = []
         self.write_seconds = 0.0
+        self.quads_written = 0
 
     def query(self, name: str, bindings: dict[str, Term] | None = None,
               values: dict | None = None, **options: object):  # type: ignore[no-untyped-def]
@@ -33,6 +34,8 @@ class ObservedStore(GraphStore):
         return super().query(name, bindings, values, **options)
 
     def extend(self, quads: Iterable[Quad]) -> None:
+        quads = list(quads)
+        self.quads_written += len(quads)
         started = time.perf_counter()
         try:
             super().extend(quads)
