@@ -37,7 +37,6 @@ from server.rag.label_index import LabelIndex
 from server.sparql_templates import Term
 from server.store import GraphStore
 
-MAX_TRIPLE_LIMIT = 100  # the per-entity, per-direction cap written in sparql/rag_hop.rq (lowered per call)
 LABEL_CACHE_SIZE = 100_000
 
 
@@ -119,12 +118,11 @@ class _Walk:
 
     def __init__(self, limits: RetrievalLimits) -> None:
         self.limits = limits
-        self.per_direction = min(limits.triple_limit, MAX_TRIPLE_LIMIT)
         self.edges: dict[tuple[Term, Term, Term], None] = {}
         self.visited: set[NamedNode] = set()
 
     def full(self) -> bool:
-        return len(self.edges) >= self.limits.max_subgraph_size or self.per_direction <= 0
+        return len(self.edges) >= self.limits.max_subgraph_size or self.limits.triple_limit <= 0
 
     def visit(self, entities: list[NamedNode]) -> list[NamedNode]:
         """The entities not seen before, now marked seen."""
@@ -187,7 +185,7 @@ class Retriever:
                                                           default_graph=graph))
                     executions += 1
                 if not walk.full():
-                    reached += walk.read(self.store.query("rag_hop", values={"e": frontier}, limit=walk.per_direction,
+                    reached += walk.read(self.store.query("rag_hop", values={"e": frontier}, limit=limits.triple_limit,
                                                           default_graph=graph))
                     executions += 1
                 frontier = reached[:limits.entity_limit]
