@@ -1,6 +1,7 @@
 """Configuration from the environment (``GLASSGRAPH_*``), overridable by command-line flags."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -22,6 +23,11 @@ def _env_list(value: str) -> tuple[str, ...]:
 
 
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class ConfigError(ValueError):
+    """A ``GLASSGRAPH_*`` variable whose value cannot be used; the message names the variable."""
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,12 @@ class Config:
     host: str = "127.0.0.1"  # GLASSGRAPH_HOST
     port: int = 7878  # GLASSGRAPH_PORT
     max_body_bytes: int = 10 * 1024 * 1024  # GLASSGRAPH_MAX_BODY
+    body_timeout_s: float = 30.0  # GLASSGRAPH_BODY_TIMEOUT: seconds a request body may take to arrive (408)
+    threads: int = 16  # GLASSGRAPH_THREADS: threads that run requests (server.asgi)
     max_result_rows: int = 100_000  # GLASSGRAPH_MAX_ROWS
-    query_deadline_s: float = 30.0  # GLASSGRAPH_DEADLINE: checked while results stream
+    query_deadline_s: float = 30.0  # GLASSGRAPH_DEADLINE: a client's query is stopped past it
+    query_workers: int = 2  # GLASSGRAPH_QUERY_WORKERS: processes that evaluate clients' queries
+    query_memory_mb: int = 2048  # GLASSGRAPH_QUERY_MEMORY: each query worker's memory cap (0: none)
     service_allow: tuple[str, ...] = ()  # GLASSGRAPH_SERVICE_ALLOW: endpoints SERVICE/LOAD may call
     llm: str = "offline"  # GLASSGRAPH_LLM: offline | openai
     llm_base_url: str | None = None  # GLASSGRAPH_LLM_BASE_URL (or OPENAI_BASE_URL)
@@ -47,6 +57,8 @@ class Config:
     llm_timeout_s: float = 60.0  # GLASSGRAPH_LLM_TIMEOUT
     llm_retries: int = 2  # GLASSGRAPH_LLM_RETRIES
     sse_keepalive_s: float = 15.0  # GLASSGRAPH_SSE_KEEPALIVE: SSE comment after this idle time (0: none)
+    max_answers: int = 8  # GLASSGRAPH_MAX_ANSWERS: GraphRAG answers in progress at once (429 past it)
+    max_question_chars: int = 2000  # GLASSGRAPH_MAX_QUESTION: longest GraphRAG question, in characters
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Config:
@@ -54,10 +66,10 @@ class Config:
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
         for name, (names, kind) in _ENV.items():
-            raw = next((env[var] for var in names if var in env), None)  # the first variable set wins
-            if raw is None or raw == "":
-                continue
-            values[name] = _convert(kind, raw)
+            variable = next((var for var in names if var in env), None)  # the first variable set wins
+            value = None if variable is None else _convert(kind, env[variable], variable)
+            if value is not None:
+                values[name] = value
         if "llm" not in values and (values.get("llm_base_url") or values.get("llm_api_key")):
             values["llm"] = "openai"
         config = cls(**values)
@@ -66,16 +78,40 @@ class Config:
         return replace(config, **clean)
 
 
-def _convert(kind: str, raw: str) -> object:
+def _convert(kind: str, raw: str, variable: str) -> object:
+    """The value of ``variable`` (set to ``raw``) as ``kind``; None when empty (the default applies)."""
+    text = raw.strip()
+    if kind == "str":
+        return raw or None
+    if kind == "secret":  # a token pasted with its newline must still match; blank means none
+        return text or None
+    if not text:
+        return None
     if kind == "bool":
-        return raw.strip().lower() in _TRUE
-    if kind == "int":
-        return int(raw)
-    if kind == "float":
-        return float(raw)
-    if kind == "list":
-        return _env_list(raw)
-    return raw
+        return _switch(text, variable)
+    if kind in ("int", "float"):
+        return _number(kind, text, variable)
+    return _env_list(raw)
+
+
+def _switch(text: str, variable: str) -> bool:
+    if text.lower() not in _TRUE | _FALSE:
+        raise ConfigError(f"{variable} must be true or false (1/0, yes/no, on/off), got {text!r}")
+    return text.lower() in _TRUE
+
+
+def _number(kind: str, text: str, variable: str) -> int | float:
+    """A finite number of at least 0."""
+    try:
+        value = int(text) if kind == "int" else float(text)
+    except ValueError:
+        raise ConfigError(f"{variable} must be {'an integer' if kind == 'int' else 'a number'}, "
+                          f"got {text!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{variable} must be a number, got {text!r}")
+    if value < 0:
+        raise ConfigError(f"{variable} must be at least 0, got {text!r}")
+    return value
 
 
 _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the first one set wins; kind)
@@ -83,13 +119,17 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "load_sample": (("GLASSGRAPH_LOAD_SAMPLE",), "bool"),
     "default_collection": (("GLASSGRAPH_COLLECTION",), "str"),
     "explain_collection": (("GLASSGRAPH_EXPLAIN_COLLECTION",), "str"),
-    "token": (("GLASSGRAPH_TOKEN",), "str"),
+    "token": (("GLASSGRAPH_TOKEN",), "secret"),
     "read_only": (("GLASSGRAPH_READ_ONLY",), "bool"),
     "host": (("GLASSGRAPH_HOST",), "str"),
     "port": (("GLASSGRAPH_PORT",), "int"),
     "max_body_bytes": (("GLASSGRAPH_MAX_BODY",), "int"),
+    "body_timeout_s": (("GLASSGRAPH_BODY_TIMEOUT",), "float"),
+    "threads": (("GLASSGRAPH_THREADS",), "int"),
     "max_result_rows": (("GLASSGRAPH_MAX_ROWS",), "int"),
     "query_deadline_s": (("GLASSGRAPH_DEADLINE",), "float"),
+    "query_workers": (("GLASSGRAPH_QUERY_WORKERS",), "int"),
+    "query_memory_mb": (("GLASSGRAPH_QUERY_MEMORY",), "int"),
     "service_allow": (("GLASSGRAPH_SERVICE_ALLOW",), "list"),
     "llm": (("GLASSGRAPH_LLM",), "str"),
     "llm_base_url": (("GLASSGRAPH_LLM_BASE_URL", "OPENAI_BASE_URL"), "str"),
@@ -98,4 +138,6 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "llm_timeout_s": (("GLASSGRAPH_LLM_TIMEOUT",), "float"),
     "llm_retries": (("GLASSGRAPH_LLM_RETRIES",), "int"),
     "sse_keepalive_s": (("GLASSGRAPH_SSE_KEEPALIVE",), "float"),
+    "max_answers": (("GLASSGRAPH_MAX_ANSWERS",), "int"),
+    "max_question_chars": (("GLASSGRAPH_MAX_QUESTION",), "int"),
 }

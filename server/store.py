@@ -64,6 +64,7 @@ class GraphStore:
         self.explain_collection = explain_collection
         self.explain_graph = vocab.explain_graph(explain_collection)
         self._write_lock = threading.RLock()
+        self.generation = 0  # writes so far: another process's snapshot older than this is stale
         self._load_listeners: list[LoadListener] = []
 
     # --- reading -------------------------------------------------------------------------------
@@ -97,6 +98,10 @@ class GraphStore:
         this store's explainability graph (whatever its configured name)."""
         return None if graph == self.explain_graph else vocab.collection_of_graph(graph)
 
+    def check_collection(self, collection: str) -> None:
+        """ValueError saying why ``collection`` cannot name a user collection of this store."""
+        vocab.check_collection_name(collection, self.explain_collection)
+
     def collections(self) -> list[dict[str, object]]:
         """Every collection with the triple counts of its knowledge and source graphs."""
         counts = {row["g"].value: int(row["n"].value) for row in self.select("graph_counts")}
@@ -110,15 +115,20 @@ class GraphStore:
         return result
 
     def has_collection(self, collection: str) -> bool:
+        """Whether user collection ``collection`` holds data; ValueError for a name that is not one."""
+        self.check_collection(collection)
         return self.raw.contains_named_graph(vocab.collection_graph(collection))
 
     # --- writing ------------------------------------------------------------------------------
 
     @contextmanager
     def writing(self) -> Iterator[Store]:
-        """Hold the writers' lock; yields the raw store."""
+        """Hold the writers' lock; yields the raw store. Counts a write when the block ends."""
         with self._write_lock:
-            yield self.raw
+            try:
+                yield self.raw
+            finally:
+                self.generation += 1
 
     def update(self, name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None) -> None:
         """Run update template ``sparql/{name}.ru`` atomically, parameters in its VALUES blocks."""

@@ -17,22 +17,29 @@ CORS_HEADERS = {
 def create_app(config: Config | None = None, store: GraphStore | None = None) -> Flask:
     """Build the app; ``store`` defaults to the configured one (with the sample data on first start)."""
     from server.bootstrap import open_store
+    from server.http.body import install_whole_body_reading
     from server.http.errors import install_error_handlers
+    from server.http.headers import install_security_headers
     from server.http.ops import install_request_logging
+    from server.http.query_workers import QueryWorkers
 
     config = config or Config.from_env()
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR))
     app.config["GLASSGRAPH"] = config
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
     app.config["MAX_FORM_MEMORY_SIZE"] = config.max_body_bytes
-    app.extensions["glassgraph.store"] = store if store is not None else open_store(config)
+    store = app.extensions["glassgraph.store"] = store if store is not None else open_store(config)
+    if store.path is not None and config.query_workers > 0:
+        app.extensions["glassgraph.queries"] = QueryWorkers(store.path, config.query_workers, config.query_memory_mb)
 
     from server.http import api, console, graph_store, ops, sparql
 
     for module in (ops, sparql, graph_store, api, console):
         app.register_blueprint(module.blueprint)
+    install_whole_body_reading(app)
     install_error_handlers(app)
     install_request_logging(app)
+    install_security_headers(app)
     app.after_request(_cors)
     app.after_request(_vary)
     return app

@@ -8,6 +8,7 @@ from pyoxigraph import DefaultGraph, NamedNode
 
 from server.config import Config
 from server.http.errors import HttpError
+from server.http.query_workers import QueryWorkers
 from server.store import GraphStore
 
 
@@ -17,6 +18,11 @@ def current_store() -> GraphStore:
 
 def current_config() -> Config:
     return current_app.config["GLASSGRAPH"]
+
+
+def current_queries() -> QueryWorkers | None:
+    """The worker processes for clients' queries; None for an in-memory store (see query_workers)."""
+    return current_app.extensions.get("glassgraph.queries")
 
 
 def notify_written(graph: NamedNode | DefaultGraph | None = None) -> None:

@@ -11,8 +11,9 @@ from server.http.negotiation import prefers
 log = logging.getLogger("glassgraph.http")
 
 _TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-          406: "not_acceptable", 409: "conflict", 413: "content_too_large", 415: "unsupported_media_type",
-          422: "too_many_results", 500: "internal_error", 502: "bad_gateway", 503: "deadline_exceeded"}
+          406: "not_acceptable", 408: "request_timeout", 409: "conflict", 413: "content_too_large",
+          415: "unsupported_media_type", 422: "limit_exceeded", 429: "busy", 500: "internal_error",
+          502: "bad_gateway", 503: "unavailable"}
 
 
 class HttpError(Exception):

@@ -9,15 +9,16 @@ bad body writes nothing.
 from __future__ import annotations
 
 import uuid
+from itertools import islice
 
 from flask import Blueprint, Response, request, url_for
 from pyoxigraph import BlankNode, DefaultGraph, NamedNode, RdfFormat, Triple, parse
 
 from server import vocab
-from server.http.context import current_store, notify_written, require_write_access
+from server.http.context import current_config, current_store, notify_written, require_write_access
 from server.http.errors import HttpError
 from server.http.negotiation import GRAPH_MEDIA, negotiate
-from server.http.sparql import rdf_content_type
+from server.http.sparql_eval import rdf_content_type
 from server.sparql_templates import Term, render_term
 
 blueprint = Blueprint("graph_store", __name__)
@@ -90,12 +91,14 @@ def _write(graph: NamedNode | DefaultGraph, triples: list[Triple], replace: bool
 def get_graph() -> Response:
     """GET / HEAD: the graph as RDF by negotiation; 404 for a named graph that does not exist.
 
-    Written by the store itself (no Python object per triple); JSON-LD steps aside when the graph
-    holds triple terms, as in ``sparql.graph_response``.
+    Written by the store itself (no Python object per triple), after checking that the graph is
+    within ``GLASSGRAPH_MAX_ROWS`` (counting stops at the limit, so a huge graph costs no more than
+    a full one). JSON-LD steps aside when the graph holds triple terms, as in ``sparql_eval.graph_body``.
     """
     graph = _target()
     if not _exists(graph):
         raise HttpError(404, f"no graph <{graph.value}> in this store")
+    _check_size(graph)
     accept = request.headers.get("Accept")
     offers = list(GRAPH_MEDIA)
     while True:
@@ -114,6 +117,14 @@ def get_graph() -> Response:
             offers = [m for m in offers if GRAPH_MEDIA[m] != RdfFormat.JSON_LD]
             continue
         return Response(body, content_type=rdf_content_type(fmt))
+
+
+def _check_size(graph: NamedNode | DefaultGraph) -> None:
+    limit = current_config().max_result_rows
+    quads = current_store().raw.quads_for_pattern(None, None, None, graph)
+    if sum(1 for _ in islice(quads, limit + 1)) > limit:
+        raise HttpError(422, f"the graph has more than {limit} triples (GLASSGRAPH_MAX_ROWS): read it with "
+                             "/sparql and LIMIT/OFFSET, or export it with 'glassgraph dump'")
 
 
 @blueprint.route("/store", methods=["PUT"])

@@ -11,25 +11,23 @@ default graph is the union of all graphs. Updates work on the store's real defau
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from flask import Blueprint, Response, request
-from pyoxigraph import BlankNode, Literal, NamedNode, Quad, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
+from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple
 
-from server.http.context import current_config, current_store, notify_written, require_write_access
+from server.http.body import form_fields
+from server.http.context import current_config, current_queries, current_store, notify_written, require_write_access
 from server.http.errors import HttpError
-from server.http.negotiation import GRAPH_MEDIA, RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotiate
-from server.http.results import write_boolean, write_solutions
-from server.http.sparql_guard import add_using, check_remote_calls, has_dataset_clause
+from server.http.negotiation import GRAPH_MEDIA
+from server.http.sparql_eval import QueryTask, answer_query, evaluation_error, graph_body
+from server.http.sparql_guard import add_using, check_user_sparql, has_dataset_clause
 from server.vocab import RDF, Namespace
 
 blueprint = Blueprint("sparql", __name__)
 
 SD = Namespace("http://www.w3.org/ns/sparql-service-description#")
 FORMATS = Namespace("http://www.w3.org/ns/formats/")
-_DEADLINE_EVERY = 64  # rows between deadline checks
 
 
 @dataclass
@@ -84,7 +82,7 @@ def _operation(kind: str, text: str, params: dict[str, list[str]]) -> Operation:
 
 def read_operation() -> Operation | None:
     """The query or update of the request, or None for a GET with neither (service description)."""
-    args = request.args.to_dict(flat=False)
+    args = form_fields(request.query_string)
     if request.method in ("GET", "HEAD"):
         if "update" in args:
             raise HttpError(400, "updates must be sent with POST (SPARQL 1.1 Protocol section 2.2)")
@@ -92,7 +90,7 @@ def read_operation() -> Operation | None:
         return None if query is None else _operation("query", query, args)
     mimetype = request.mimetype
     if mimetype == "application/x-www-form-urlencoded":
-        params = request.form.to_dict(flat=False)
+        params = form_fields(request.get_data())
         for key, values in args.items():
             params.setdefault(key, values)
         query, update = _single(params.get("query", []), "query"), _single(params.get("update", []), "update")
@@ -109,96 +107,31 @@ def read_operation() -> Operation | None:
 
 # --- query (protocol section 2.1) ---------------------------------------------------------------
 
-def _evaluation_error(error: OSError) -> HttpError:
-    return HttpError(502 if "SERVICE" in str(error).upper() or "HTTP" in str(error).upper() else 500,
-                     f"query evaluation failed: {error}")
-
-
-def _pull(result: Iterator, as_tuples: bool) -> list:
-    """Every item of ``result`` (solutions as tuples of terms, or triples), within the row and time limits."""
-    config = current_config()
-    deadline = time.monotonic() + config.query_deadline_s
-    rows: list = []
-    try:
-        for item in result:
-            if len(rows) >= config.max_result_rows:
-                raise HttpError(422, f"the result has more than {config.max_result_rows} rows (GLASSGRAPH_MAX_ROWS): "
-                                     "narrow the query or add LIMIT")
-            if len(rows) % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
-                raise HttpError(503, f"the query ran past its deadline of {config.query_deadline_s} s "
-                                     "(GLASSGRAPH_DEADLINE)")
-            rows.append(tuple(item) if as_tuples else item)
-    except OSError as error:
-        raise _evaluation_error(error) from None
-    return rows
-
-
-def _not_acceptable(offers: list[str]) -> HttpError:
-    return HttpError(406, "none of the requested media types can be produced here; available: " + ", ".join(offers))
-
-
 def evaluate_query(operation: Operation) -> Response:
-    """Run a query over the request's dataset and answer in the negotiated format."""
-    check_remote_calls(operation.text, current_config().service_allow, is_update=False)
-    options: dict[str, object] = {}
-    if operation.names_dataset:
-        options = {"default_graph": operation.default_graphs, "named_graphs": operation.named_graphs}
-    elif not has_dataset_clause(operation.text):
-        options["use_default_graph_as_union"] = True
-    accept = request.headers.get("Accept")
-    try:
-        result = current_store().raw.query(operation.text, **options)
-    except SyntaxError as error:
-        raise HttpError(400, f"malformed query: {error}") from None
-    except OSError as error:
-        raise _evaluation_error(error) from None
-    if isinstance(result, (QueryBoolean, QuerySolutions)):
-        media = negotiate(accept, list(RESULTS_MEDIA))
-        if media is None:
-            raise _not_acceptable(list(RESULTS_MEDIA))
-        fmt = RESULTS_MEDIA[media]
-        if isinstance(result, QueryBoolean):
-            return Response(write_boolean(fmt, bool(result)), content_type=RESULTS_CONTENT_TYPE[fmt])
-        variables = [v.value for v in result.variables]
-        rows = _pull(result, as_tuples=True)
-        return Response(write_solutions(fmt, variables, rows), content_type=RESULTS_CONTENT_TYPE[fmt])
-    triples = _pull(result, as_tuples=False)
-    return graph_response(triples, accept)
+    """Run a query over the request's dataset and answer in the negotiated format.
+
+    On an on-disk store the query runs in a worker process that is killed at the deadline
+    (``query_workers``); an in-memory store can only be read here, where the deadline is checked
+    between rows.
+    """
+    config = current_config()
+    calls_remote = check_user_sparql(operation.text, config.service_allow, is_update=False)
+    task = QueryTask(operation.text, request.headers.get("Accept"), config.max_result_rows,
+                     tuple(g.value for g in operation.default_graphs), tuple(g.value for g in operation.named_graphs),
+                     union_default_graph=not operation.names_dataset and not has_dataset_clause(operation.text),
+                     calls_remote=calls_remote)
+    store, workers = current_store(), current_queries()
+    if workers is not None:
+        answer = workers.run(task, store.generation, config.query_deadline_s)
+    else:
+        answer = answer_query(store.raw, replace(task, deadline_s=config.query_deadline_s))
+    return Response(answer.body, content_type=answer.content_type)
 
 
 def graph_response(items: list, accept: str | None, media: dict[str, RdfFormat] = GRAPH_MEDIA) -> Response:
-    """Triples or quads in the negotiated RDF format (quads lose their graph in a triples format).
-
-    JSON-LD cannot carry RDF 1.2 triple terms: when ``items`` hold one, JSON-LD is taken out of the
-    offers, so the client gets its next acceptable format, or 406 if JSON-LD was the only one.
-    """
-    offers = list(media)
-    if any(_has_triple_term(item) for item in items):
-        offers = [m for m in offers if media[m] != RdfFormat.JSON_LD]
-    chosen = negotiate(accept, offers)
-    if chosen is None:
-        if negotiate(accept, list(media)) is not None:  # acceptable only as the JSON-LD taken out
-            raise HttpError(406, "JSON-LD cannot carry the RDF 1.2 triple terms in this result; accept Turtle, "
-                                 "TriG, N-Triples, N-Quads or RDF/XML")
-        raise _not_acceptable(offers)
-    fmt = media[chosen]
-    if not fmt.supports_datasets:
-        items = [item.triple if isinstance(item, Quad) else item for item in items]
-    try:
-        body = serialize(items, format=fmt)
-    except (OSError, ValueError) as error:
-        raise HttpError(406, f"this result cannot be written as {fmt.name}: {error}") from None
-    return Response(body, content_type=rdf_content_type(fmt))
-
-
-def rdf_content_type(fmt: RdfFormat) -> str:
-    media = fmt.media_type
-    return media + "; charset=utf-8" if media.startswith("text/") or media in (
-        "application/n-triples", "application/n-quads", "application/trig") else media
-
-
-def _has_triple_term(item: object) -> bool:
-    return any(isinstance(term, Triple) for term in (item.subject, item.object))  # type: ignore[attr-defined]
+    """Triples or quads in the negotiated RDF format (see ``sparql_eval.graph_body``)."""
+    answer = graph_body(items, accept, media)
+    return Response(answer.body, content_type=answer.content_type)
 
 
 # --- update (protocol section 2.2) --------------------------------------------------------------
@@ -206,7 +139,7 @@ def _has_triple_term(item: object) -> bool:
 def evaluate_update(operation: Operation) -> Response:
     """Run an update atomically under the writers' lock; 204 on success."""
     require_write_access()
-    check_remote_calls(operation.text, current_config().service_allow, is_update=True)
+    calls_remote = check_user_sparql(operation.text, current_config().service_allow, is_update=True)
     text = operation.text
     if operation.names_dataset:
         text = add_using(text, operation.default_graphs, operation.named_graphs)
@@ -215,7 +148,9 @@ def evaluate_update(operation: Operation) -> Response:
             store.update(text)
     except SyntaxError as error:
         raise HttpError(400, f"malformed update: {error}") from None
-    except OSError as error:
+    except (OSError, RuntimeError) as error:
+        if calls_remote:
+            raise evaluation_error(error, calls_remote) from None
         raise HttpError(400, f"the update failed and wrote nothing: {error}") from None
     notify_written()
     return Response(status=204)

@@ -9,7 +9,12 @@ also verifies its reading with the parser: every occurrence of ``SERVICE``/``LOA
 that the lexer calls harmless is renamed, and the renamed text must still parse. If the lexer had
 missed a real keyword, the rename breaks the syntax and the request is refused.
 (pyoxigraph does not unescape ``\\u`` codepoints outside strings and IRIs, so no keyword can be
-spelled with escapes.)
+spelled with escapes.) The verification looks at every occurrence of the letters, whatever surrounds
+them: ``1SERVICE`` is an integer followed by the keyword for the parser, and a word-boundary search
+would not see it.
+
+pyoxigraph's parser recurses: a few thousand nested brackets overflow its stack and kill the process.
+:func:`check_nesting` refuses deep nesting before any parse, with the same lexer.
 """
 from __future__ import annotations
 
@@ -34,7 +39,10 @@ _LEXER = re.compile(r"""
   | (?P<word>[A-Za-z_][\w\-]*)
   | (?P<punct>.)
 """, re.VERBOSE | re.DOTALL)
-_REMOTE_WORDS = re.compile(r"\b(SERVICE|LOAD)\b", re.IGNORECASE)
+_REMOTE_WORDS = re.compile(r"SERVICE|LOAD", re.IGNORECASE)  # anywhere: no word boundaries
+_OPENERS, _CLOSERS = frozenset("{(["), frozenset("})]")
+MAX_NESTING = 64  # brackets and '!' one inside another; pyoxigraph's parser crashes past ~2,000 '{'
+_NESTING_CHARS = re.compile(r"[{(\[!]")
 _UNICODE_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
 
 
@@ -111,13 +119,54 @@ def _still_parses(text: str, is_update: bool) -> bool:
     return True
 
 
-def check_remote_calls(text: str, allow: Iterable[str], is_update: bool) -> None:
-    """Refuse SERVICE and LOAD unless their endpoint is in ``allow``; see the module docstring."""
+def check_user_sparql(text: str, allow: Iterable[str], is_update: bool) -> bool:
+    """Every static check on a client's query or update, in the order that keeps the parser safe.
+
+    Returns whether the text calls a remote endpoint (then an evaluation error is the remote's).
+    """
+    tokens = check_nesting(text)
+    return check_remote_calls(text, allow, is_update, tokens)
+
+
+def check_nesting(text: str) -> list[Token] | None:
+    """Refuse text nested deeper than :data:`MAX_NESTING` (400) before anything parses it.
+
+    A ``!`` counts as a level until the bracket around it closes (``!!!!x`` recurses like
+    ``((((x``). Text with fewer openers than the limit cannot be too deep and is not lexed; otherwise
+    the tokens are returned for the next check.
+    """
+    if len(_NESTING_CHARS.findall(text)) <= MAX_NESTING:
+        return None
+    tokens = tokenize(text)
+    depth, frames = 0, [0]  # frames[-1]: the '!' seen inside the innermost open bracket
+    for token in tokens:
+        if token.kind != "punct":
+            continue
+        if token.value in _OPENERS or token.value == "!":
+            depth += 1
+            if token.value == "!":
+                frames[-1] += 1
+            else:
+                frames.append(0)
+            if depth > MAX_NESTING:
+                raise GuardError(400, f"the request nests brackets or '!' more than {MAX_NESTING} levels deep, "
+                                      "the most this server parses: refused without running it")
+        elif token.value in _CLOSERS and len(frames) > 1:
+            depth -= 1 + frames.pop()
+    return tokens
+
+
+def check_remote_calls(text: str, allow: Iterable[str], is_update: bool,
+                       tokens: list[Token] | None = None) -> bool:
+    """Refuse SERVICE and LOAD unless their endpoint is in ``allow``; see the module docstring.
+
+    Returns whether the text makes an (allowed) remote call.
+    """
     occurrences = list(_REMOTE_WORDS.finditer(text))
     if not occurrences:
-        return
+        return False
     allowed = set(allow)
-    genuine = _remote_targets(tokenize(text))
+    genuine = _remote_targets(tokens if tokens is not None else tokenize(text))
     for token, endpoint in genuine:
         keyword = token.value.upper()
         if endpoint is None:
@@ -128,17 +177,17 @@ def check_remote_calls(text: str, allow: Iterable[str], is_update: bool) -> None
                                   "endpoint is listed in GLASSGRAPH_SERVICE_ALLOW")
     keyword_starts = {token.start for token, _ in genuine}
     harmless = [m for m in occurrences if m.start() not in keyword_starts]
-    if not harmless:
-        return
-    if is_update and genuine:
-        raise GuardError(400, "an update that calls LOAD or SERVICE may not also mention those words "
-                              "in strings, names or comments")
-    chars = list(text)
-    for match in harmless:
-        chars[match.start()] = "X"  # SERVICE -> XERVICE, LOAD -> XOAD: no longer keywords
-    if not _still_parses("".join(chars), is_update):
-        raise GuardError(400, "malformed request, or SERVICE/LOAD used in a way this server cannot verify: "
-                              "refused without running it")
+    if harmless:
+        if is_update and genuine:
+            raise GuardError(400, "an update that calls LOAD or SERVICE may not also mention those words "
+                                  "in strings, names or comments")
+        chars = list(text)
+        for match in harmless:
+            chars[match.start()] = "X"  # SERVICE -> XERVICE, LOAD -> XOAD: no longer keywords
+        if not _still_parses("".join(chars), is_update):
+            raise GuardError(400, "malformed request, or SERVICE/LOAD used in a way this server cannot "
+                                  "verify: refused without running it")
+    return bool(genuine)
 
 
 def has_dataset_clause(text: str) -> bool:

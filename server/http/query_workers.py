@@ -1,0 +1,196 @@
+"""Clients' SPARQL queries evaluated in worker processes that can be stopped.
+
+pyoxigraph cannot cancel a query, and a query that produces no rows never returns to Python to
+be told its time is up: in a thread it runs on after its deadline and after its client has left.
+So a client's query runs in a worker process holding a read-only snapshot of the on-disk store;
+when the deadline passes, the process is killed (CPU and memory come back at once) and the client
+gets 422 naming the limit. Workers are started on first use and replaced after a kill. A worker's memory is capped
+(``RLIMIT_DATA``), so one query cannot take the machine's memory either.
+
+At most ``size`` queries run at once and at most ``size`` more wait for a worker; past that a
+query is refused at once with 429 and ``Retry-After``, so that runaway queries can never hold every
+thread of the server (health checks, writes and GraphRAG keep theirs).
+
+Freshness: the server counts its writes (``GraphStore.generation``); a task carries the count it
+was sent at, and a worker whose snapshot is older opens a new one first (a few milliseconds), so
+a query sent after an acknowledged write sees it.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import resource
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from pyoxigraph import Store
+
+from server.config import PROJECT_ROOT
+from server.http.errors import HttpError
+from server.http.sparql_eval import Answer, QueryTask, answer_query, deadline_exceeded
+
+_START_TIMEOUT_S = 60.0
+_KILL_MARGIN_S = 5.0  # a waiting query's extra patience: the running one is being killed at its deadline
+_PARENT_CHECK_S = 1.0
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this worker, even mid-query (the query runs without the GIL), once the server is gone."""
+    while os.getppid() == parent:
+        time.sleep(_PARENT_CHECK_S)
+    os._exit(1)
+
+
+class _Snapshot:
+    """A worker's read-only view of the store, reopened when the server has written since."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.store, self.generation = path, None, -1
+
+    def answer(self, generation: int, task: QueryTask) -> Answer:
+        """The answer on a snapshot at least as new as ``generation``.
+
+        An evaluation that fails on the store's side (a file the server compacted away under an
+        old snapshot) is tried once more on a new snapshot.
+        """
+        try:
+            return answer_query(self._open(generation), task)
+        except HttpError as error:
+            if error.status != 500:
+                raise
+        self.store = None
+        return answer_query(self._open(generation), task)
+
+    def _open(self, generation: int) -> Store:
+        if self.store is None or self.generation != generation:
+            try:
+                self.store, self.generation = Store.read_only(self.path), generation
+            except OSError as error:
+                self.store = None
+                raise HttpError(503, f"the store could not be opened for reading: {error}") from None
+        return self.store
+
+
+def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:
+    """A worker's loop: (generation, task) in, ("ok", Answer) or ("error", status, message, headers) out."""
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    if memory_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
+    snapshot = _Snapshot(store_path)
+    replies.send(("ready",))
+    while True:
+        try:
+            generation, task = tasks.recv()
+        except EOFError:
+            return
+        try:
+            replies.send(("ok", snapshot.answer(generation, task)))
+        except HttpError as error:
+            replies.send(("error", error.status, error.message, error.headers))
+
+
+class _Worker:
+    """One worker process (``python -m server.http.query_workers``) and the two pipes to it.
+
+    A plain subprocess rather than multiprocessing's spawn, which would import the server's own
+    ``__main__`` (gunicorn, a test runner) again in every worker.
+    """
+
+    def __init__(self, store_path: Path, memory_bytes: int) -> None:
+        task_read, task_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "server.http.query_workers", str(task_read), str(reply_write), str(store_path),
+             str(memory_bytes), str(os.getpid())],
+            pass_fds=(task_read, reply_write), cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "RUST_BACKTRACE": "0"})
+        os.close(task_read)
+        os.close(reply_write)
+        self.tasks, self.replies = Connection(task_write, readable=False), Connection(reply_read, writable=False)
+        if not self.replies.poll(_START_TIMEOUT_S):
+            self.kill()
+            raise HttpError(503, "a query worker process did not start; try again")
+        self.replies.recv()
+
+    def ask(self, generation: int, task: QueryTask, deadline_s: float) -> Answer:
+        """The answer to ``task``; kills the process when the deadline passes or the process dies."""
+        try:
+            self.tasks.send((generation, task))
+            if not self.replies.poll(deadline_s):
+                self.kill()
+                raise deadline_exceeded(deadline_s)
+            reply = self.replies.recv()
+        except (EOFError, OSError):
+            exit_code = self.process.wait(5)
+            self.kill()
+            raise HttpError(422, f"the query stopped its worker process (exit code {exit_code}): it may have "
+                                 "used more memory than GLASSGRAPH_QUERY_MEMORY allows") from None
+        if reply[0] == "ok":
+            return reply[1]
+        _, status, message, headers = reply
+        raise HttpError(status, message, headers)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(5)
+        self.tasks.close()
+        self.replies.close()
+
+
+class QueryWorkers:
+    """``size`` worker processes over the on-disk store at ``store_path``; see the module docstring."""
+
+    def __init__(self, store_path: Path, size: int, memory_mb: int) -> None:
+        self.store_path = store_path
+        self.memory_bytes = memory_mb * 1024 * 1024
+        self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
+        for _ in range(size):
+            self._idle.put(None)  # a free slot whose process is started on first use
+        self._waiting = threading.BoundedSemaphore(size)
+        self._closed = False
+
+    def run(self, task: QueryTask, generation: int, deadline_s: float) -> Answer:
+        """``task``'s answer; 422 past ``deadline_s``, 429 when every worker is busy and the queue full."""
+        worker = self._take(deadline_s + _KILL_MARGIN_S)
+        try:
+            if worker is None:
+                worker = _Worker(self.store_path, self.memory_bytes)
+            return worker.ask(generation, task, deadline_s)
+        finally:
+            self._idle.put(worker if worker is not None and worker.alive else None)
+
+    def _take(self, wait_s: float) -> _Worker | None:
+        busy = HttpError(429, "every query worker is busy and the queue is full (GLASSGRAPH_QUERY_WORKERS): "
+                              "try again shortly", {"Retry-After": "5"})
+        if self._closed or not self._waiting.acquire(blocking=False):
+            raise busy
+        try:
+            return self._idle.get(timeout=wait_s)
+        except queue.Empty:
+            raise busy from None
+        finally:
+            self._waiting.release()
+
+    def close(self) -> None:
+        """Stop every worker (the server is shutting down)."""
+        self._closed = True
+        while True:
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            if worker is not None:
+                worker.kill()
+
+
+if __name__ == "__main__":
+    _serve(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False), sys.argv[3],
+           int(sys.argv[4]), int(sys.argv[5]))
