@@ -24,18 +24,18 @@ from server.explain_display import (
     add_query_arguments,
     check_question,
     limits_of,
-    positive_int,
     silence_stdout,
     tolerant_streams,
     trace_lines,
 )
-from server.store import GraphStore
+from server.store import GraphStore, store_directory
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
 
 DUMP_FORMATS = {"trig": RdfFormat.TRIG, "nq": RdfFormat.N_QUADS, "ttl": RdfFormat.TURTLE, "nt": RdfFormat.N_TRIPLES}
 EXIT_CODES = ("exit codes: 0 success, 1 the operation failed, 2 usage, "
               "3 the store is in use by another process or cannot be opened")
+MAX_SESSIONS, MAX_OFFSET = 100_000, 10**9
 
 
 class CliError(Exception):
@@ -75,15 +75,48 @@ def _open(config: Config, sample: bool = False, snapshot: bool = False) -> Graph
     return store
 
 
-def _collection_name(text: str) -> str:
-    """argparse type: a name that makes a valid graph IRI."""
+def _open_existing(config: Config, snapshot: bool = False) -> GraphStore:
+    """The store, for commands that need one: an absent or empty directory is an error and stays as it was."""
+    path = store_directory(config.store_path)
+    if path is not None and not (path.is_dir() and any(path.iterdir())):
+        raise CliError(f"no store at {path.resolve()} (create one with: glassgraph load FILE, or glassgraph serve)")
+    return _open(config, snapshot=snapshot)
+
+
+def _check_arguments(args: argparse.Namespace, config: Config) -> None:
+    """Usage errors that depend on the configuration: ``-C`` must name a user collection (the
+    explainability graph's name is configured) and ``ask``'s question must fit the limit."""
+    collection = getattr(args, "collection", None)
+    if collection is not None:
+        try:
+            vocab.check_collection_name(collection, config.explain_collection)
+        except ValueError as exc:
+            args.command_parser.error(f"argument -C/--collection: {exc}")
+    question = getattr(args, "question", None)
+    if question is None:
+        return
+    if len(question) > config.max_question_chars:
+        args.command_parser.error(f"the question has {len(question)} characters, over the limit of "
+                                  f"{config.max_question_chars} (GLASSGRAPH_MAX_QUESTION)")
     try:
-        vocab.collection_graph(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a valid collection name: {text!r}") from None
-    if not text or any(ch.isspace() for ch in text):
-        raise argparse.ArgumentTypeError(f"not a valid collection name: {text!r}")
-    return text
+        question.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 reach argv as lone surrogates
+        args.command_parser.error("the question is not valid text (it holds bytes that are not UTF-8)")
+
+
+def _int_between(low: int, high: int) -> Callable[[str], int]:
+    """argparse type: an integer from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}: {value}")
+        return value
+
+    return parse
 
 
 def _port(text: str) -> int:
@@ -99,7 +132,7 @@ def _port(text: str) -> int:
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[str(value) if value is not None else "" for value in row] for row in rows]
-    widths = [max(len(headers[i]), *(len(row[i]) for row in cells)) for i in range(len(headers))]
+    widths = [max([len(headers[i]), *(len(row[i]) for row in cells)]) for i in range(len(headers))]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     return "\n".join(lines)
@@ -204,7 +237,7 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
 def cmd_sessions(args: argparse.Namespace, config: Config) -> int:
     from server.explain.trace import list_sessions
 
-    sessions = list_sessions(_open(config, snapshot=True), limit=args.limit, offset=args.offset)
+    sessions = list_sessions(_open_existing(config, snapshot=True), limit=args.limit, offset=args.offset)
     if args.format == "json":
         _print_json(sessions)
     elif sessions:
@@ -221,7 +254,7 @@ def cmd_explain(args: argparse.Namespace, config: Config) -> int:
         iri = _session_iri(args.session)
     except ValueError:
         raise CliError(f"not a session IRI or id: {args.session!r}") from None
-    trace = read_trace(_open(config, snapshot=True), iri)
+    trace = read_trace(_open_existing(config, snapshot=True), iri)
     if trace is None:
         raise CliError(f"no session {args.session} in the store at {config.store_path} "
                        "(list them with: glassgraph sessions)")
@@ -233,7 +266,7 @@ def cmd_explain(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_collections(args: argparse.Namespace, config: Config) -> int:
-    collections = _open(config, snapshot=True).collections()
+    collections = _open_existing(config, snapshot=True).collections()
     if args.format == "json":
         _print_json(collections)
     else:
@@ -253,7 +286,7 @@ def cmd_dump(args: argparse.Namespace, config: Config) -> int:
     elif not fmt.supports_datasets:
         args.command_parser.error(f"--format {args.format} holds one graph: name it with --graph IRI "
                                   "(or use trig or nq)")
-    store = _open(config, snapshot=True)
+    store = _open_existing(config, snapshot=True)
     if graph is not None and not store.raw.contains_named_graph(graph):
         raise CliError(f"no graph <{graph.value}> in the store at {config.store_path}")
     if args.output:
@@ -272,7 +305,7 @@ def cmd_backup(args: argparse.Namespace, config: Config) -> int:
     target = Path(args.directory)
     if target.exists():
         raise CliError(f"{target} exists: a backup goes into a new directory")
-    store = _open(config)
+    store = _open_existing(config)
     try:
         store.backup(target)
     except (OSError, ValueError) as exc:
@@ -284,7 +317,7 @@ def cmd_backup(args: argparse.Namespace, config: Config) -> int:
 def cmd_reindex(args: argparse.Namespace, config: Config) -> int:
     from server.rag.label_index import LabelIndex
 
-    store = _open(config)
+    store = _open_existing(config)
     names = [c["collection"] for c in store.collections()]
     if args.collection is not None:
         if args.collection not in names:
@@ -327,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     load = _command(sub, "load", cmd_load, "load RDF files (ttl, nt, nq, trig, rdf; optionally .gz) into a collection",
                     "glassgraph load movies.ttl people.nt.gz -C movies")
     load.add_argument("files", nargs="+", metavar="FILE", help="RDF files, each loaded in one transaction")
-    load.add_argument("-C", "--collection", type=_collection_name, default="default",
+    load.add_argument("-C", "--collection", default="default",
                       help="collection to load into (default: %(default)s)")
     load.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -337,8 +370,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sessions = _command(sub, "sessions", cmd_sessions, "list the recorded GraphRAG sessions, newest first",
                         "glassgraph sessions --limit 5")
-    sessions.add_argument("--limit", type=positive_int, default=20, help="sessions to list (default: %(default)s)")
-    sessions.add_argument("--offset", type=int, default=0, help="sessions to skip (default: %(default)s)")
+    sessions.add_argument("--limit", type=_int_between(1, MAX_SESSIONS), default=20,
+                          help=f"sessions to list, 1 to {MAX_SESSIONS} (default: %(default)s)")
+    sessions.add_argument("--offset", type=_int_between(0, MAX_OFFSET), default=0,
+                          help="sessions to skip (default: %(default)s)")
     sessions.add_argument("--format", choices=("text", "json"), default="text", help="output format")
 
     explain = _command(sub, "explain", cmd_explain, "show the whole trace of a session, with source chains",
@@ -365,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "the index lives in each process's memory, so a running server keeps its own, rebuilt "
                        "after every load",
                        "glassgraph reindex -C movies")
-    reindex.add_argument("-C", "--collection", type=_collection_name, help="only this collection (default: all)")
+    reindex.add_argument("-C", "--collection", help="only this collection (default: all)")
     return parser
 
 
@@ -383,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # a malformed GLASSGRAPH_* variable
         print(f"glassgraph: error: bad configuration: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    _check_arguments(args, config)
     try:
         return args.handler(args, config)
     except StoreUnavailable as exc:

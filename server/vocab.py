@@ -60,7 +60,8 @@ PREFIXES: dict[str, str] = {
 
 URN = "urn:trustgraph:"
 EXPLAIN_COLLECTION = "explainability"
-LIBRARIAN_GRAPH = NamedNode(URN + "graph:librarian")
+LIBRARIAN = "librarian"
+LIBRARIAN_GRAPH = NamedNode(f"{URN}graph:{LIBRARIAN}")
 
 
 # --- named graphs -------------------------------------------------------------------------------
@@ -80,13 +81,50 @@ def explain_graph(explain_collection: str = EXPLAIN_COLLECTION) -> NamedNode:
     return NamedNode(f"{URN}graph:{explain_collection}")
 
 
+def check_collection_name(name: str, explain_collection: str = EXPLAIN_COLLECTION) -> None:
+    """The one rule for user collection names: ValueError saying why ``name`` is not one.
+
+    The librarian graph, the explainability graph (``explain_collection`` and the default name)
+    and provenance graphs (``...:source``) share the ``urn:trustgraph:graph:`` namespace.
+    """
+    reason = _reserved_reason(name, explain_collection) or _text_reason(name)
+    if reason:
+        raise ValueError(f"{name!r} is not a user collection: {reason}")
+
+
+def _reserved_reason(name: str, explain_collection: str) -> str | None:
+    if name == LIBRARIAN:
+        return "it is the librarian graph (document, chunk and answer text)"
+    if name in (EXPLAIN_COLLECTION, explain_collection):
+        return "it is the explainability graph (GraphRAG traces; GLASSGRAPH_EXPLAIN_COLLECTION)"
+    if name.endswith(":source"):
+        return "names ending in ':source' are collections' extraction provenance graphs"
+    return None
+
+
+def _text_reason(name: str) -> str | None:
+    if not name:
+        return "the name is empty"
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in name):
+        return "it contains a lone surrogate (not valid Unicode text)"
+    if any(ch.isspace() for ch in name):
+        return "it contains white space"
+    try:
+        NamedNode(f"{URN}graph:{name}")
+    except ValueError as exc:
+        return f"urn:trustgraph:graph:{name} is not a valid IRI ({exc})"
+    return None
+
+
 def collection_of_graph(graph: NamedNode) -> str | None:
     """The collection name of a knowledge graph IRI, or None for any other graph."""
     value = graph.value
-    if not value.startswith(URN + "graph:") or value.endswith(":source"):
+    if not value.startswith(URN + "graph:"):
         return None
     name = value[len(URN + "graph:"):]
-    if graph == LIBRARIAN_GRAPH or name == EXPLAIN_COLLECTION:
+    try:
+        check_collection_name(name)
+    except ValueError:
         return None
     return name
 

@@ -54,9 +54,10 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run(command: list[str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*command, *args], capture_output=True, text=True, encoding="utf-8", env=_env(),
-                          timeout=120)
+def run(command: list[str], *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``command args`` with the test environment plus ``env``."""
+    return subprocess.run([*command, *args], capture_output=True, text=True, encoding="utf-8",
+                          env={**_env(), **(env or {})}, timeout=120)
 
 
 def _serve(app) -> Iterator[str]:
@@ -371,3 +372,73 @@ def test_store_held_by_another_process(tmp_path: Path) -> None:
     assert listed.returncode == 0 and "reading a snapshot" in listed.stderr
     assert re.search(r"^held\s+1\s+0\s+urn:trustgraph:graph:held$", listed.stdout, re.M), listed.stdout
     assert len(holder.raw) == 1  # nothing was written by the failed commands
+
+
+# --- hardening: stores that are not there, numbers out of range, names that are not collections --------
+
+@pytest.mark.parametrize("command", [["collections"], ["sessions"], ["explain", "urn:trustgraph:session:x"],
+                                     ["dump"], ["reindex"], ["backup", "copy"]])
+def test_commands_that_need_a_store_refuse_a_missing_one_and_create_nothing(command: list[str],
+                                                                             tmp_path: Path) -> None:
+    missing, empty = tmp_path / "missing", tmp_path / "empty"
+    empty.mkdir()
+    arguments = [str(tmp_path / a) if a == "copy" else a for a in command]
+    for path in (missing, empty):
+        assert_one_line_failure(run(GLASSGRAPH, "--store", str(path), *arguments), 1, f"no store at {path}")
+    assert not missing.exists() and not any(empty.iterdir()) and not (tmp_path / "copy").exists()
+
+
+def test_a_store_without_collections_lists_none(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    text = tmp_path / "text.nq"
+    text.write_text('<urn:trustgraph:doc:a> <https://trustgraph.ai/ns/content> "a" '
+                    '<urn:trustgraph:graph:librarian> .\n')
+    assert run(GLASSGRAPH, "--store", store, "load", str(text)).returncode == 0
+    listed = run(GLASSGRAPH, "--store", store, "collections")
+    assert listed.returncode == 0 and listed.stderr == "", listed.stderr
+    assert listed.stdout.split() == ["COLLECTION", "TRIPLES", "SOURCE", "TRIPLES", "GRAPH"]
+    assert json.loads(run(GLASSGRAPH, "--store", store, "collections", "--format", "json").stdout) == []
+    reindexed = run(GLASSGRAPH, "--store", store, "reindex")
+    assert reindexed.returncode == 0 and reindexed.stdout.split() == ["COLLECTION", "LABELS"], reindexed.stderr
+
+
+@pytest.mark.parametrize("flags", [["--offset", "-5"], ["--offset", "x"], ["--offset", str(10**30)],
+                                   ["--limit", "0"], ["--limit", "-3"], ["--limit", str(10**30)]])
+def test_sessions_paging_out_of_range_is_a_usage_error(cli_store: str, flags: list[str]) -> None:
+    result = run(GLASSGRAPH, "--store", cli_store, "sessions", *flags)
+    assert_failure(result, 2, f"argument {flags[0]}")
+    assert "between" in result.stderr or "not an integer" in result.stderr
+
+
+def test_sessions_paging_in_range(cli_store: str) -> None:
+    assert run(GLASSGRAPH, "--store", cli_store, "sessions", "--offset", "0", "--limit", "1").returncode == 0
+
+
+@pytest.mark.parametrize(("variable", "raw"), [("GLASSGRAPH_MAX_BODY", "abc"), ("GLASSGRAPH_DEADLINE", "soon"),
+                                               ("GLASSGRAPH_READ_ONLY", "ture")])
+def test_a_malformed_setting_names_its_variable(cli_store: str, variable: str, raw: str) -> None:
+    assert_one_line_failure(run(GLASSGRAPH, "--store", cli_store, "collections", env={variable: raw}), 2,
+                            "bad configuration", variable, repr(raw))
+
+
+@pytest.mark.parametrize(("command", "name", "reason"), [
+    ("ask", "librarian", "librarian graph"), ("ask", "default:source", "provenance"),
+    ("ask", "explainability", "explainability graph"), ("ask", "traces", "explainability graph"),
+    ("load", "librarian", "librarian graph"), ("load", "traces", "explainability graph"),
+    ("reindex", "default:source", "provenance"), ("load", "two words", "white space"),
+])
+def test_names_that_are_not_collections_are_usage_errors(cli_store: str, tmp_path: Path, command: str, name: str,
+                                                         reason: str) -> None:
+    data = tmp_path / "one.nt"
+    data.write_text("<https://trustgraph.ai/e/x> <https://trustgraph.ai/r/y> <https://trustgraph.ai/e/z> .\n")
+    arguments = {"ask": ["-q", QUESTION], "load": [str(data)], "reindex": []}[command]
+    result = run(GLASSGRAPH, "--store", cli_store, command, "-C", name, *arguments,
+                 env={"GLASSGRAPH_EXPLAIN_COLLECTION": "traces"})
+    assert_failure(result, 2, f"{name!r} is not a user collection", reason)
+
+
+def test_ask_refuses_a_question_over_the_limit_or_not_unicode(cli_store: str) -> None:
+    long = run(GLASSGRAPH, "--store", cli_store, "ask", "-q", QUESTION, env={"GLASSGRAPH_MAX_QUESTION": "10"})
+    assert_failure(long, 2, f"{len(QUESTION)} characters", "limit of 10", "GLASSGRAPH_MAX_QUESTION")
+    undecodable = run(GLASSGRAPH, "--store", cli_store, "ask", "-q", "capital of Fr\udcffnce?")
+    assert_failure(undecodable, 2, "not valid text")

@@ -37,6 +37,7 @@ CAPITALS = """SELECT ?country ?capital WHERE {
 ORDER BY ?country"""
 CAPITALS_PREFIXES = "PREFIX r: <https://trustgraph.ai/r/>\nPREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
 WAIT_MS = 30_000  # upper bound for a page event; the tests wait for content, never measure time
+CSP_REFUSAL = "Content Security Policy"  # in Chromium's console error for anything the policy blocked
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                 reason=f"Debian chromium is not installed at {CHROMIUM} (apt-get install chromium)")
@@ -64,16 +65,27 @@ def browser() -> Iterator[object]:
         chromium.close()
 
 
+def refusals(tab: object) -> list[str]:
+    """The console errors of ``tab`` for whatever the Content-Security-Policy blocked, as they come."""
+    found: list[str] = []
+    tab.on("console", lambda message: found.append(message.text)
+           if message.type == "error" and CSP_REFUSAL in message.text else None)
+    return found
+
+
 @pytest.fixture
 def page(browser: object) -> Iterator[object]:
+    """A tab that fails the test on a script error or on anything the CSP refused."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(WAIT_MS)
     tab = context.new_page()
     errors: list[str] = []
     tab.on("pageerror", lambda error: errors.append(str(error)))
+    refused = refusals(tab)
     yield tab
     context.close()
     assert not errors, f"JavaScript errors: {errors}"
+    assert not refused, f"refused by the Content-Security-Policy: {refused}"
 
 
 @pytest.fixture(scope="module")
@@ -267,6 +279,36 @@ def test_trace_page_shows_data_without_javascript(browser: object, base_url: str
         page.goto(f"{base_url}/console/trace?id={quote(session_iri)}")
         assert page.locator("li.edge", has=page.locator(f'a[title="{PARIS}"]')).count() >= 1
         assert "Paris" in page.inner_text(".answer")
+    finally:
+        context.close()
+
+
+def test_the_policy_is_enforced_and_refuses_inline_script(browser: object, base_url: str) -> None:
+    """The console runs under its CSP (every other test fails on a refusal); an injected inline
+    script or style is refused, and the refusal is what those tests would see."""
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        refused = refusals(tab)
+        response = tab.goto(base_url + "/console/ask")
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+        assert response.headers["x-frame-options"] == "DENY"
+        tab.evaluate("""() => {
+            const script = document.createElement("script");
+            script.textContent = "document.body.dataset.injected = 'ran'";
+            document.body.append(script);
+            const style = document.createElement("style");
+            style.textContent = "body { display: none }";
+            document.head.append(style);
+        }""")
+        assert tab.evaluate("document.body.dataset.injected") is None
+        assert tab.is_visible("#ask-button")
+        for _ in range(100):  # console events arrive while Playwright waits (bounded)
+            if len(refused) >= 2:
+                break
+            tab.wait_for_timeout(50)
+        assert any("inline script" in text for text in refused), refused
+        assert any("inline style" in text for text in refused), refused
     finally:
         context.close()
 

@@ -30,7 +30,24 @@ SSE, NDJSON, JSON = "text/event-stream", "application/x-ndjson", "application/js
 LIMIT_RANGES = {"entity_limit": (1, 1000), "triple_limit": (1, 1000), "max_subgraph_size": (1, 10_000),
                 "max_path_length": (1, 4)}
 FIELDS = {"query", "collection", "explainable", "streaming", "user", *LIMIT_RANGES}
+NOT_RECORDED = {"Glassgraph-Trace": "not-recorded (read-only)"}
 _pipeline_lock = threading.Lock()
+
+
+def _answer_slot(app: Flask) -> threading.BoundedSemaphore:
+    """One of ``GLASSGRAPH_MAX_ANSWERS`` places for a GraphRAG answer in progress; 429 when none is free.
+
+    An answer holds a request thread until its last message (a slow LLM holds it long), so the
+    cap keeps threads for health checks, queries and writes. The caller releases the place when
+    the response is closed.
+    """
+    with _pipeline_lock:
+        slots = app.extensions.setdefault("glassgraph.answer_slots",
+                                          threading.BoundedSemaphore(app.config["GLASSGRAPH"].max_answers))
+    if not slots.acquire(blocking=False):
+        raise HttpError(429, f"{app.config['GLASSGRAPH'].max_answers} GraphRAG answers are already in progress "
+                             "(GLASSGRAPH_MAX_ANSWERS): try again shortly", {"Retry-After": "2"})
+    return slots
 
 
 def pipeline(app: Flask) -> GraphRag:
@@ -51,19 +68,48 @@ def _field(body: dict, name: str, kind: type, default: object) -> object:
         return default
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise HttpError(400, f"field '{name}' must be {'an integer' if kind is int else kind.__name__}")
+    if kind is str:
+        _check_text(name, value)
     return value
 
 
+def _check_text(name: str, value: str) -> None:
+    """JSON may escape a lone surrogate (``"\\ud800"``): no RDF literal or IRI can hold one."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise HttpError(400, f"field '{name}' is not valid Unicode text: a lone surrogate "
+                             f"(\\u{ord(value[exc.start]):04x}) at character {exc.start}") from None
+
+
+def _json_body() -> object:
+    """The body, declared JSON: a form or text/plain POST (which a browser sends cross-site with no
+    preflight) is refused."""
+    if request.mimetype != JSON:
+        got = request.headers.get("Content-Type") or "none"
+        raise HttpError(415, f"the body must be JSON sent with 'Content-Type: application/json' (got {got!r})")
+    return request.get_json(silent=True)
+
+
+def _question(body: dict) -> str:
+    query = _field(body, "query", str, "")
+    limit = current_config().max_question_chars
+    if len(query) > limit:
+        raise HttpError(413, f"the question has {len(query)} characters, over the limit of {limit} "
+                             "(GLASSGRAPH_MAX_QUESTION)")
+    if not query.strip():
+        raise HttpError(400, "field 'query' must be a non-empty question")
+    return query
+
+
 def _request_fields() -> tuple[str, str, bool, bool | None, RetrievalLimits]:
-    body = request.get_json(silent=True, force=True)  # curl -d without a Content-Type is fine too
+    body = _json_body()
     if not isinstance(body, dict):
         raise HttpError(400, "the body must be a JSON object: {\"query\": \"...\", \"collection\": \"default\", ...}")
     unknown = sorted(set(body) - FIELDS)
     if unknown:
         raise HttpError(400, f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(FIELDS))}")
-    query = _field(body, "query", str, "")
-    if not query.strip():
-        raise HttpError(400, "field 'query' must be a non-empty question")
+    query = _question(body)
     collection = _field(body, "collection", str, current_config().default_collection)
     explainable = _field(body, "explainable", bool, True)
     streaming = _field(body, "streaming", bool, None)
@@ -75,8 +121,8 @@ def _request_fields() -> tuple[str, str, bool, bool | None, RetrievalLimits]:
         setattr(limits, name, value)
     try:
         known = current_store().has_collection(collection)
-    except ValueError:
-        raise HttpError(400, f"invalid collection name {collection!r}") from None
+    except ValueError as exc:
+        raise HttpError(400, str(exc)) from None
     if not known:
         raise HttpError(404, f"no collection {collection!r}")
     return query, collection, explainable, streaming, limits
@@ -86,22 +132,36 @@ def _request_fields() -> tuple[str, str, bool, bool | None, RetrievalLimits]:
 def graph_rag() -> Response:
     """The pipeline's messages as SSE or NDJSON (by Accept), or one JSON object when not streaming.
 
-    Without a ``streaming`` field, the answer streams when Accept asks for SSE or NDJSON.
+    Without a ``streaming`` field, the answer streams when Accept asks for SSE or NDJSON. A
+    read-only server answers without recording anything (no trace, no answer text) and says so
+    in the ``Glassgraph-Trace`` header.
     """
     query, collection, explainable, streaming, limits = _request_fields()
     accept = request.headers.get("Accept")
     if streaming is None:
         streaming = negotiate(accept, [JSON, SSE, NDJSON]) in (SSE, NDJSON)
-    messages = pipeline(current_app._get_current_object()).run(query, collection, explainable, limits)
-    if not streaming:
-        return jsonify(_collect(messages))
-    media = negotiate(accept, [SSE, NDJSON])
+    read_only = current_config().read_only
+    media = negotiate(accept, [SSE, NDJSON]) if streaming else JSON
     if media is None:
         raise HttpError(406, f"a streamed answer is sent as {SSE} or {NDJSON}; or set \"streaming\": false")
-    keepalive_s = current_config().sse_keepalive_s if media == SSE else 0
-    return Response(_frames(messages, sse=media == SSE, keepalive_s=keepalive_s),
-                    content_type=media + "; charset=utf-8",
-                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    app = current_app._get_current_object()
+    slot = _answer_slot(app)
+    try:
+        messages = pipeline(app).run(query, collection, explainable and not read_only, limits)
+        if not streaming:
+            response = jsonify(_collect(messages))
+        else:
+            keepalive_s = current_config().sse_keepalive_s if media == SSE else 0
+            response = Response(_frames(messages, sse=media == SSE, keepalive_s=keepalive_s),
+                                content_type=media + "; charset=utf-8",
+                                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    except BaseException:
+        slot.release()
+        raise
+    response.call_on_close(slot.release)
+    if read_only:
+        response.headers.update(NOT_RECORDED)
+    return response
 
 
 def _frames(messages: Iterator[GraphRagResponse], sse: bool, keepalive_s: float) -> Iterator[str]:
