@@ -1,0 +1,312 @@
+"""Serving: the gunicorn worker and the ASGI-to-WSGI bridge, the one place where request framing is
+handled.
+
+Connections live in the worker's event loop: uvicorn's h11 parser reads the request line and
+headers (holding at most 16 KB of a head that has not ended), and the bridge reads the body,
+counting its bytes however it is framed (Content-Length or chunked). A slow client therefore holds
+a coroutine, never a thread. A body over ``GLASSGRAPH_MAX_BODY`` is answered 413 as soon as it is
+seen to be too large, one that takes longer than ``GLASSGRAPH_BODY_TIMEOUT`` 408; the app never
+sees either.
+
+The Flask app then runs in a bounded thread pool (``GLASSGRAPH_THREADS``) with a PEP 3333 environ
+whose input is the whole body. Its response goes out piece by piece as the app yields it (SSE and
+NDJSON arrive incrementally), each piece after the client's socket has room for it. When the
+client leaves, the response iterable is closed at its next piece: a GraphRAG run stops and its
+session is recorded as cancelled. Errors are logged; the client gets at most a JSON 500.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import io
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from uvicorn_worker import UvicornWorker
+
+from server.http.errors import error_type
+
+log = logging.getLogger("glassgraph.http")
+
+Message = dict[str, Any]
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+HEAD_LIMIT = 16 * 1024  # of a request head (line and headers) not yet ended; an 8 KB URL fits
+LINGER_S = 1.0  # after an early answer, how long the rest of a body is read and dropped
+
+
+class Worker(UvicornWorker):
+    """uvicorn's gunicorn worker, pinned to h11 (which buffers at most ``HEAD_LIMIT`` of a request
+    head that has not ended; 400 past it), with gunicorn's ``--worker-connections`` (default 1000)
+    as uvicorn's ``limit_concurrency``: past that many connections or requests, a request is
+    answered 503. uvicorn_worker's own worker passes neither of them to uvicorn (nor gunicorn's
+    ``--limit-request-*``)."""
+
+    CONFIG_KWARGS = {"loop": "auto", "http": "h11", "h11_max_incomplete_event_size": HEAD_LIMIT}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.config.limit_concurrency = self.cfg.worker_connections
+
+
+class _Refused(Exception):
+    """The body cannot be accepted: answered ``status`` before the app sees the request."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class _ClientGone(Exception):
+    """The client closed the connection while its body was being read."""
+
+
+class WsgiBridge:
+    """An ASGI app serving a WSGI app: ``WsgiBridge(flask_app, max_body_bytes, body_timeout_s, threads)``."""
+
+    def __init__(self, app: WsgiApp, max_body_bytes: int, body_timeout_s: float, threads: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="wsgi")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan: nothing to start or stop; no websockets
+            return
+        body = await self._receive_body(scope, receive, send)
+        if body is None:
+            return
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(_watch_disconnect(receive, gone))
+        try:
+            await self._respond(scope, body, send, gone)
+        finally:
+            watcher.cancel()
+
+    async def _receive_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """The whole body; None when the client left or has been answered 413 or 408."""
+        try:
+            return await asyncio.wait_for(self._read_body(scope, receive), self.body_timeout_s)
+        except _ClientGone:
+            return None
+        except _Refused as refusal:
+            await _refuse(refusal, receive, send)
+        except asyncio.TimeoutError:
+            message = f"request body not received within {self.body_timeout_s:g} s (GLASSGRAPH_BODY_TIMEOUT)"
+            await _refuse(_Refused(408, message), receive, send)
+        return None
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
+        """The whole body, counted as it arrives; ``_Refused`` past the limit, before reading on."""
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise self._too_large()
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _ClientGone
+            body += message.get("body", b"")
+            if len(body) > self.max_body_bytes:
+                raise self._too_large()
+            if not message.get("more_body", False):
+                return bytes(body)
+
+    def _too_large(self) -> _Refused:
+        return _Refused(413, f"request body larger than the limit of {self.max_body_bytes} bytes "
+                             "(GLASSGRAPH_MAX_BODY); nothing of it was applied")
+
+    async def _respond(self, scope: Scope, body: bytes, send: Send, gone: asyncio.Event) -> None:
+        """Run the app in the pool and send its response; an error before the headers is a JSON 500."""
+        response = _AppResponse(self.app, wsgi_environ(scope, body))
+        run = _AppCalls(self.pool)
+        try:
+            await _stream(response, send, gone, run)
+        except Exception:
+            log.exception("error serving %s %s", scope["method"], scope["path"])
+            if not response.start.sent:
+                await _send_json(send, 500, "internal error; see the server log")
+            # else the response stays incomplete and uvicorn closes the connection: the client sees it cut
+        finally:
+            if not response.closed:
+                await run(response.close)
+
+
+async def _stream(response: _AppResponse, send: Send, gone: asyncio.Event, run: _AppCalls) -> None:
+    """Each piece as the app yields it, after uvicorn has room for it; stop when the client is gone."""
+    start = response.start
+    piece = await run(response.begin)
+    while piece is not None:
+        if gone.is_set():
+            return
+        if piece:
+            if not start.sent:
+                await send(start.message())
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        piece = await run(response.pull)
+    if not start.sent:
+        await send(start.message())
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class _AppCalls:
+    """Runs one request's calls into the app one at a time in the pool, all in one contextvars context
+    (as if the whole request ran in one thread: Flask's ``stream_with_context`` relies on that)."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.pool = pool
+        self.context = contextvars.copy_context()
+
+    def __call__(self, function: Callable[[], Any]) -> Awaitable[Any]:
+        return asyncio.get_running_loop().run_in_executor(self.pool, self.context.run, function)
+
+
+class _AppResponse:
+    """The app's answer to one request, called from the pool only: ``begin`` runs the app and gives
+    the first piece of the body, ``pull`` the next; at the end (None) the iterable is closed."""
+
+    def __init__(self, app: WsgiApp, environ: dict[str, Any]) -> None:
+        self.app, self.environ = app, environ
+        self.start = _StartResponse()
+        self.result: Iterable[bytes] | None = None
+        self.iterator: Iterator[bytes] = iter(())
+        self.closed = False
+
+    def begin(self) -> bytes | None:
+        self.result = self.app(self.environ, self.start)
+        self.iterator = iter(self.result)
+        return self.pull()
+
+    def pull(self) -> bytes | None:
+        """The next piece, after anything the app passed to ``write()``; None at the end."""
+        piece = next(self.iterator, None)
+        written = self.start.written
+        if written:
+            piece = b"".join([*written, piece or b""])
+            written.clear()
+        if piece is None:
+            self.close()
+        return piece
+
+    def close(self) -> None:
+        self.closed = True
+        close = getattr(self.result, "close", None)
+        if close is not None:
+            close()
+
+
+class _StartResponse:
+    """The WSGI ``start_response`` of one request: status and headers are kept until the first
+    piece of the body goes out; ``write()`` pieces go out before the iterable's next one."""
+
+    def __init__(self) -> None:
+        self.status = ""
+        self.headers: list[tuple[str, str]] = []
+        self.written: list[bytes] = []
+        self.sent = False
+
+    def __call__(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        if exc_info is not None and self.sent:
+            raise exc_info[1].with_traceback(exc_info[2])
+        self.status, self.headers = status, headers
+        return self.written.append
+
+    def message(self) -> Message:
+        """``http.response.start``; from here on the headers cannot change."""
+        if not self.status:
+            raise RuntimeError("the WSGI app returned without calling start_response")
+        self.sent = True
+        headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in self.headers]
+        return {"type": "http.response.start", "status": int(self.status.split(" ", 1)[0]), "headers": headers}
+
+
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+    """Set ``gone`` when the client closes the connection (the body has been read: only
+    ``http.disconnect`` can come)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+
+
+async def _refuse(refusal: _Refused, receive: Receive, send: Send) -> None:
+    """Answer at once and close; meanwhile drop what the client still sends, for up to ``LINGER_S``,
+    so that a client still sending its body can read the answer instead of a reset connection."""
+    await _send_json(send, refusal.status, refusal.message, more_body=True)
+    try:
+        await asyncio.wait_for(_drop_body(receive), LINGER_S)
+    except asyncio.TimeoutError:
+        pass
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _drop_body(receive: Receive) -> None:
+    while (await receive()).get("more_body", False):
+        pass
+
+
+async def _send_json(send: Send, status: int, message: str, more_body: bool = False) -> None:
+    """The app's error shape, ``{"error": {"type", "message"}}``; the connection closes after it."""
+    body = json.dumps({"error": {"type": error_type(status), "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": more_body})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    return next((value.decode("latin-1") for key, value in scope["headers"] if key.lower() == name), None)
+
+
+def wsgi_environ(scope: Scope, body: bytes) -> dict[str, Any]:
+    """The PEP 3333 environ of an ASGI HTTP request whose whole body is ``body``.
+
+    Paths are native strings of latin-1-decoded bytes; the body is no longer chunked, so
+    ``CONTENT_LENGTH`` is its length and Transfer-Encoding is dropped. Header names with an
+    underscore are dropped too (as gunicorn does): ``X_Token`` must not pass for ``X-Token``.
+    """
+    scheme = scope.get("scheme", "http")
+    root, path = scope.get("root_path", ""), scope["path"]
+    if root and path.startswith(root):
+        path = path[len(root):]
+    host, port = scope.get("server") or ("localhost", None)
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": root.encode("utf-8").decode("latin-1"),
+        "PATH_INFO": path.encode("utf-8").decode("latin-1"),
+        "QUERY_STRING": scope.get("query_string", b"").decode("latin-1"),
+        "SERVER_NAME": host,
+        "SERVER_PORT": str(port) if port else ("443" if scheme == "https" else "80"),
+        "SERVER_PROTOCOL": f"HTTP/{scope.get('http_version', '1.1')}",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scheme,
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+    }
+    if scope.get("client"):
+        environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = scope["client"][0], str(scope["client"][1])
+    environ.update(_header_variables(scope["headers"]))
+    return environ
+
+
+def _header_variables(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """``CONTENT_TYPE`` and ``HTTP_*`` from the request headers; repeated headers joined with commas."""
+    variables: dict[str, str] = {}
+    for raw_name, raw_value in headers:
+        name = raw_name.decode("latin-1").lower()
+        if "_" in name or name in ("content-length", "transfer-encoding"):
+            continue
+        key = "CONTENT_TYPE" if name == "content-type" else "HTTP_" + name.upper().replace("-", "_")
+        value = raw_value.decode("latin-1")
+        variables[key] = f"{variables[key]},{value}" if key in variables else value
+    return variables

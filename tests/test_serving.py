@@ -1,0 +1,354 @@
+"""The production serving arrangement, run as the README runs it (gunicorn, one uvicorn worker, the
+ASGI-to-WSGI bridge of ``server/http/asgi.py``): slow clients hold no thread, a body is counted
+however it is framed, answers stream, and a client that leaves cancels its GraphRAG run. Then the
+bridge in-process: the WSGI environ and its errors.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+from production_server import TOKEN, ProductionServer
+from scripted_llm import ScriptedLLM
+
+from server import vocab
+from server.http.asgi import WsgiBridge, wsgi_environ
+from server.rag.retrieval import edge_id
+
+MAX_BODY = 64 * 1024
+BODY_TIMEOUT_S = 2.0
+TIMEOUT_S = 5.0  # a client's patience while slow clients are held
+QUESTION = "What is the capital of France?"
+SELECTION = "\n".join(json.dumps({"id": edge_id("France", rel, obj), "reasoning": "it answers"})
+                      for rel, obj in (("capital", "Paris"), ("currency", "Euro")))
+E, R, LABEL = "https://trustgraph.ai/e/", "https://trustgraph.ai/r/", "http://www.w3.org/2000/01/rdf-schema#label"
+FRANCE = "".join([f"<{E}france> <{R}capital> <{E}paris> .\n", f"<{E}france> <{R}currency> <{E}euro> .\n",
+                  *(f'<{iri}> <{LABEL}> "{label}" .\n' for iri, label in (
+                      (E + "france", "France"), (E + "paris", "Paris"), (E + "euro", "Euro"),
+                      (R + "capital", "capital"), (R + "currency", "currency")))])
+WRITE = {"Authorization": f"Bearer {TOKEN}"}
+UPDATE = {**WRITE, "Content-Type": "application/sparql-update"}
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iterator[ProductionServer]:
+    """One production server for the module, with a small France graph and the scripted LLM."""
+    env = {"GLASSGRAPH_MAX_BODY": str(MAX_BODY), "GLASSGRAPH_BODY_TIMEOUT": str(BODY_TIMEOUT_S),
+           "GLASSGRAPH_SSE_KEEPALIVE": "0.1", "GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": llm.base_url,
+           "GLASSGRAPH_LLM_API_KEY": "test", "GLASSGRAPH_LLM_MODEL": llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
+    server = ProductionServer(tmp_path_factory.mktemp("production") / "store", env)
+    try:
+        put = requests.put(server.url + "/store", params={"graph": vocab.collection_graph("default").value},
+                           data=FRANCE, headers={**WRITE, "Content-Type": "application/n-triples"}, timeout=30)
+        assert put.status_code == 201, put.text
+        assert not ask(server, f"ASK {{ <{E}nowhere> ?p ?o }}", timeout=60)  # starts the query workers
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def scripted(llm: ScriptedLLM) -> ScriptedLLM:
+    """The module's scripted LLM with no reply left over from another test."""
+    while not llm.replies.empty():
+        llm.replies.get_nowait()
+    return llm
+
+
+def ask(server: ProductionServer, query: str, timeout: float = TIMEOUT_S) -> bool:
+    response = requests.get(server.url + "/sparql", params={"query": query},
+                            headers={"Accept": "application/sparql-results+json"}, timeout=timeout)
+    assert response.status_code == 200, response.text
+    return response.json()["boolean"]
+
+
+def graph_rag(server: ProductionServer, streaming: bool, timeout: float = TIMEOUT_S) -> requests.Response:
+    accept = "text/event-stream" if streaming else "application/json"
+    return requests.post(server.url + "/api/graph-rag", json={"query": QUESTION}, headers={"Accept": accept},
+                         stream=streaming, timeout=timeout)
+
+
+def sse_messages(response: requests.Response) -> Iterator[dict]:
+    for line in response.iter_lines(decode_unicode=True):
+        if line.startswith("data: "):
+            yield json.loads(line[len("data: "):])
+
+
+def session_status(server: ProductionServer, session: str) -> dict:
+    return requests.get(server.url + "/api/explain", params={"id": session}, timeout=TIMEOUT_S).json()
+
+
+class SlowClients:
+    """``n`` connections that send ``at_once``, then ``dripped`` one byte a second to each, until closed."""
+
+    def __init__(self, port: int, n: int, at_once: bytes, dripped: bytes) -> None:
+        self.sockets = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(n)]
+        for sock in self.sockets:
+            sock.sendall(at_once)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drip, args=(dripped,), daemon=True)
+        self._thread.start()
+
+    def _drip(self, dripped: bytes) -> None:
+        for i in range(len(dripped)):
+            for sock in self.sockets:
+                try:
+                    sock.send(dripped[i:i + 1])
+                except OSError:  # answered and closed by the server
+                    pass
+            if self._stop.wait(1.0):
+                return
+
+    def held(self) -> int:
+        """How many connections the server holds open without having answered (nothing to read, no EOF)."""
+        readable, _, _ = select.select(self.sockets, [], [], 0)
+        return len(self.sockets) - len(readable)
+
+    def responses(self) -> list[tuple[int, bytes]]:
+        return [read_response(sock) for sock in self.sockets]
+
+    def __enter__(self) -> SlowClients:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        for sock in self.sockets:
+            sock.close()
+
+
+def read_response(sock: socket.socket) -> tuple[int, bytes]:
+    """Status and body of a Content-Length response read off a raw socket."""
+    data = b""
+    while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < _content_length(data):
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def _content_length(data: bytes) -> int:
+    for line in data.partition(b"\r\n\r\n")[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
+
+
+def request_head(method: str, path: str, headers: dict[str, str]) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", *(f"{k}: {v}" for k, v in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+# --- slow clients -------------------------------------------------------------------------------
+
+def test_clients_sending_their_headers_slowly_block_nobody(production: ProductionServer,
+                                                            scripted: ScriptedLLM) -> None:
+    """Under gthread with 8 threads, these 20 clients held every thread: nothing below answered."""
+    scripted.reply(SELECTION)
+    scripted.reply("Paris is the capital.")
+    head = request_head("GET", "/healthz", {"X-Padding": "x" * 100})
+    with SlowClients(production.port, 20, b"", head) as slow:
+        time.sleep(1.5)  # each has sent a byte or two of its request line
+        health = requests.get(production.url + "/healthz", timeout=TIMEOUT_S)
+        capital = ask(production, f"ASK {{ <{E}france> <{R}capital> <{E}paris> }}")
+        answer = graph_rag(production, streaming=False).json()
+        held = slow.held()
+    assert health.status_code == 200 and health.json()["ok"] is True
+    assert capital is True
+    assert answer["error"] is None and answer["answer"] == "Paris is the capital."
+    assert held == 20  # still waiting for the rest of their headers
+
+
+def test_clients_sending_their_body_slowly_get_408_and_block_nobody(production: ProductionServer) -> None:
+    body = f"INSERT DATA {{ <{E}slow> <{R}p> <{E}body> }}".encode()
+    head = request_head("POST", "/sparql", {**UPDATE, "Content-Length": str(len(body))})
+    started = time.monotonic()
+    with SlowClients(production.port, 10, head, body) as slow:
+        time.sleep(0.5)
+        health = requests.get(production.url + "/healthz", timeout=TIMEOUT_S)
+        answered = slow.responses()
+        elapsed = time.monotonic() - started
+    assert health.status_code == 200
+    assert BODY_TIMEOUT_S <= elapsed < BODY_TIMEOUT_S + 3
+    for status, payload in answered:
+        error = json.loads(payload)["error"]
+        assert status == 408 and error["type"] == "request_timeout"
+        assert "GLASSGRAPH_BODY_TIMEOUT" in error["message"] and "2 s" in error["message"]
+    assert not ask(production, f"ASK {{ <{E}slow> ?p ?o }}")
+
+
+# --- body size, however the body is framed ----------------------------------------------------------
+
+def chunked(data: bytes, size: int = 4096) -> Iterator[bytes]:
+    """A generator body: requests sends it with Transfer-Encoding: chunked."""
+    for start in range(0, len(data), size):
+        yield data[start:start + size]
+
+
+def test_a_chunked_update_over_the_limit_is_413_and_nothing_of_it_is_applied(production: ProductionServer) -> None:
+    old, new = f"<{E}chunked> <{R}state> \"old\"", f"<{E}chunked> <{R}state> \"new\""
+    assert requests.post(production.url + "/sparql", data=f"INSERT DATA {{ {old} }}", headers=UPDATE,
+                         timeout=TIMEOUT_S).status_code == 204
+    update = f"DELETE DATA {{ {old} }} ;\n# {'x' * MAX_BODY}\nINSERT DATA {{ {new} }}".encode()
+    response = requests.post(production.url + "/sparql", data=chunked(update), headers=UPDATE, timeout=TIMEOUT_S)
+    assert response.status_code == 413, response.text
+    error = response.json()["error"]
+    assert error["type"] == "content_too_large" and "GLASSGRAPH_MAX_BODY" in error["message"]
+    assert str(MAX_BODY) in error["message"]
+    assert ask(production, f"ASK {{ {old} }}") and not ask(production, f"ASK {{ {new} }}")
+
+
+def test_a_chunked_update_under_the_limit_is_applied(production: ProductionServer) -> None:
+    triple = f"<{E}chunked> <{R}state> \"small\""
+    update = f"INSERT DATA {{ {triple} }}\n# {'x' * (MAX_BODY // 2)}".encode()
+    response = requests.post(production.url + "/sparql", data=chunked(update), headers=UPDATE, timeout=TIMEOUT_S)
+    assert response.status_code == 204, response.text
+    assert ask(production, f"ASK {{ {triple} }}")
+
+
+def test_a_declared_length_over_the_limit_is_413_before_any_body_is_sent(production: ProductionServer) -> None:
+    with socket.create_connection(("127.0.0.1", production.port), timeout=TIMEOUT_S) as sock:
+        started = time.monotonic()
+        sock.sendall(request_head("POST", "/sparql", {**UPDATE, "Content-Length": str(10**9)}))
+        status, payload = read_response(sock)
+        elapsed = time.monotonic() - started
+    assert status == 413 and json.loads(payload)["error"]["type"] == "content_too_large"
+    assert elapsed < BODY_TIMEOUT_S / 2  # answered at once, not when the body's time ran out
+
+
+def test_a_query_of_8_kb_in_the_url_is_answered(production: ProductionServer) -> None:
+    query = f"ASK {{ <{E}france> ?p ?o }} # {'x' * 8000}"
+    assert ask(production, query)
+
+
+def test_a_request_head_growing_past_16_kb_is_refused(production: ProductionServer) -> None:
+    with socket.create_connection(("127.0.0.1", production.port), timeout=TIMEOUT_S) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"x" * 10_000)
+        time.sleep(0.2)
+        sock.sendall(b"x" * 7_000)  # still no end of the head: 17 KB held for this client
+        status, _ = read_response(sock)
+    assert status == 400
+
+
+# --- streaming and clients that leave ----------------------------------------------------------------
+
+def test_an_sse_answer_arrives_incrementally(production: ProductionServer, scripted: ScriptedLLM) -> None:
+    scripted.reply(SELECTION, delay_s=2.0)  # a slow selection call
+    scripted.reply("Paris is the capital.", pieces=["Paris ", "is the ", "capital."])
+    with graph_rag(production, streaming=True) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        messages = sse_messages(response)
+        first = next(messages)
+        trace_now = session_status(production, first["explain_id"])
+        rest = list(messages)
+    assert first["message_type"] == "explain" and first["explain_id"].startswith("urn:trustgraph:session:")
+    assert trace_now["status"] == "incomplete" and trace_now["selection"] is None  # the LLM has not answered yet
+    assert "".join(m["response"] for m in rest) == "Paris is the capital."
+    assert rest[-1]["end_of_session"] is True and rest[-1]["error"] is None
+    assert session_status(production, first["explain_id"])["status"] == "answered"
+
+
+def test_a_client_leaving_mid_stream_cancels_its_session(production: ProductionServer, scripted: ScriptedLLM) -> None:
+    scripted.reply(SELECTION, delay_s=1.0)  # no answer is queued: the run must stop before asking for it
+    response = graph_rag(production, streaming=True)
+    session = next(sse_messages(response))["explain_id"]
+    response.close()  # leave while the selection call is pending
+    deadline = time.monotonic() + 10
+    while (trace := session_status(production, session))["status"] == "incomplete" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert trace["status"] == "failed" and trace["error"]["type"] == "cancelled"
+    assert trace["answer"] is None
+
+
+# --- the bridge in-process ---------------------------------------------------------------------------
+
+def test_the_environ_follows_pep_3333() -> None:
+    scope = {"type": "http", "method": "POST", "http_version": "1.1", "scheme": "https", "root_path": "/gg",
+             "path": "/gg/resource/café", "query_string": b"iri=urn%3Ax&n=1", "server": ("example.org", 8443),
+             "client": ("10.0.0.7", 50123),
+             "headers": [(b"host", b"example.org"), (b"content-type", b"application/sparql-update"),
+                         (b"transfer-encoding", b"chunked"), (b"accept", b"text/csv"), (b"accept", b"*/*"),
+                         (b"x_forwarded_for", b"1.2.3.4")]}
+    environ = wsgi_environ(scope, b"INSERT DATA {}")
+    assert environ["SCRIPT_NAME"] == "/gg" and environ["PATH_INFO"] == "/resource/caf\u00c3\u00a9"  # latin-1 of UTF-8
+    assert environ["QUERY_STRING"] == "iri=urn%3Ax&n=1" and environ["REQUEST_METHOD"] == "POST"
+    assert environ["CONTENT_LENGTH"] == "14" and environ["wsgi.input"].read() == b"INSERT DATA {}"
+    assert environ["CONTENT_TYPE"] == "application/sparql-update" and environ["HTTP_ACCEPT"] == "text/csv,*/*"
+    assert "HTTP_TRANSFER_ENCODING" not in environ and "HTTP_X_FORWARDED_FOR" not in environ
+    assert (environ["SERVER_NAME"], environ["SERVER_PORT"], environ["wsgi.url_scheme"]) == ("example.org", "8443",
+                                                                                            "https")
+    assert environ["REMOTE_ADDR"] == "10.0.0.7" and environ["SERVER_PROTOCOL"] == "HTTP/1.1"
+
+
+def run_bridge(app: object) -> list[dict]:
+    """The ASGI messages the bridge sends for a GET to ``app``; the client stays connected."""
+    scope = {"type": "http", "method": "GET", "path": "/", "query_string": b"", "headers": []}
+
+    async def main() -> list[dict]:
+        sent: list[dict] = []
+        incoming = [{"type": "http.request", "body": b"", "more_body": False}]
+
+        async def receive() -> dict:
+            if incoming:
+                return incoming.pop()
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        await WsgiBridge(app, max_body_bytes=MAX_BODY, body_timeout_s=BODY_TIMEOUT_S, threads=2)(scope, receive, send)
+        return sent
+
+    return asyncio.run(main())
+
+
+def test_an_error_before_the_headers_is_a_json_500_without_a_trace() -> None:
+    def failing(environ: dict, start_response: object) -> list[bytes]:
+        raise KeyError("secret detail")
+
+    sent = run_bridge(failing)
+    assert sent[0]["status"] == 500 and sent[-1]["more_body"] is False
+    body = b"".join(m.get("body", b"") for m in sent)
+    assert json.loads(body)["error"]["type"] == "internal_error" and b"secret" not in body
+
+
+def test_an_error_mid_stream_leaves_the_response_unfinished_and_closes_the_iterable() -> None:
+    class Body:
+        closed = False
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield b"first"
+            raise RuntimeError("broken stream")
+
+        def close(self) -> None:
+            Body.closed = True
+
+    def streaming(environ: dict, start_response: object) -> Body:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return Body()
+
+    sent = run_bridge(streaming)
+    assert sent[0]["status"] == 200 and [m["body"] for m in sent[1:]] == [b"first"]
+    assert sent[-1]["more_body"] is True  # never finished: uvicorn closes the connection, the client sees it cut
+    assert Body.closed
