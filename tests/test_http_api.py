@@ -2,11 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +9,8 @@ from pathlib import Path
 import pytest
 import requests
 from live_server import LiveServer, serve
+from production_server import TOKEN as PRODUCTION_TOKEN
+from production_server import ProductionServer
 from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, parse
 from scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401  (the fixture)
 
@@ -272,32 +269,13 @@ def test_resource_over_the_row_limit_is_422(france_store: GraphStore) -> None:
         live.close()
 
 
-# --- gunicorn -----------------------------------------------------------------------------------
+# --- the production command ----------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.mark.skipif(shutil.which("gunicorn", path=os.path.dirname(sys.executable)) is None,
-                    reason="gunicorn is not installed")
-def test_under_gunicorn_one_worker_threads(tmp_path: Path) -> None:
-    port = _free_port()
-    env = {**os.environ, "GLASSGRAPH_STORE": str(tmp_path / "store"), "GLASSGRAPH_LOAD_SAMPLE": "false",
-           "GLASSGRAPH_TOKEN": "tok", "GLASSGRAPH_LLM": "offline"}
-    process = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "gunicorn"), "-w", "1", "-k",
-                                "gthread", "--threads", "4", "-b", f"127.0.0.1:{port}", "server.wsgi:app"],
-                               env=env, cwd=Path(__file__).resolve().parent.parent,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
+def test_under_the_production_command(tmp_path: Path) -> None:
+    """The README's gunicorn command: load a graph over the Graph Store Protocol, ask it, query it."""
+    server = ProductionServer(tmp_path / "store")
+    base, token = server.url, PRODUCTION_TOKEN
     try:
-        for _ in range(300):  # wait until it listens (bounded)
-            try:
-                if requests.get(base + "/healthz", timeout=5).ok:
-                    break
-            except requests.RequestException:
-                time.sleep(0.1)
         assert requests.get(base + "/healthz").json()["collections"] == 0
         graph = vocab.collection_graph("default").value
         data = ('<https://trustgraph.ai/e/japan> <https://trustgraph.ai/r/capital> <https://trustgraph.ai/e/tokyo> .\n'
@@ -305,7 +283,7 @@ def test_under_gunicorn_one_worker_threads(tmp_path: Path) -> None:
                 '<https://trustgraph.ai/e/tokyo> <http://www.w3.org/2000/01/rdf-schema#label> "Tokyo" .\n'
                 '<https://trustgraph.ai/r/capital> <http://www.w3.org/2000/01/rdf-schema#label> "capital" .\n')
         put = requests.put(base + "/store", params={"graph": graph}, data=data,
-                           headers={"Content-Type": "application/n-triples", "Authorization": "Bearer tok"})
+                           headers={"Content-Type": "application/n-triples", "Authorization": f"Bearer {token}"})
         assert put.status_code == 201
         answer = requests.post(base + "/api/graph-rag", json={"query": "What is the capital of Japan?",
                                                               "streaming": False}).json()
@@ -314,5 +292,4 @@ def test_under_gunicorn_one_worker_threads(tmp_path: Path) -> None:
                             headers={"Accept": "text/csv"})
         assert rows.status_code == 200 and int(rows.text.split()[1]) > 4
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        server.close()
