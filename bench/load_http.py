@@ -1,4 +1,4 @@
-"""HTTP load: concurrent clients against the real server (gunicorn, one worker, gthread), and the same
+"""HTTP load: concurrent clients against the real server (the README's production command), and the same
 SPARQL query mix against ``oxigraph serve`` on the same data, as a ratio.
 
 Three phases of ``--seconds`` each (default 60), ``--clients`` threads (default 20), loopback only:
@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +35,9 @@ from bench.bench_retrieval import _table
 from bench.workdir import cached_store
 from server.config import PROJECT_ROOT, SAMPLE_DATA
 from server.ingest.load import load_file
+
+sys.path.append(str(PROJECT_ROOT / "tests"))  # the production command lives with the tests that use it
+from production_server import ProductionServer, free_port  # noqa: E402
 
 PREFIXES = """PREFIX e: <https://trustgraph.ai/e/>
 PREFIX r: <https://trustgraph.ai/r/>
@@ -75,12 +76,6 @@ class Sample:
     complete: bool = True  # a GraphRAG stream that ended with end_of_session
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_until_up(url: str, process: subprocess.Popen, seconds: float = 120) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -96,21 +91,12 @@ def wait_until_up(url: str, process: subprocess.Popen, seconds: float = 120) -> 
 
 # --- servers --------------------------------------------------------------------------------------
 
-def start_glassgraph(workdir: Path, threads: int) -> tuple[subprocess.Popen, str]:
-    """gunicorn -w 1 -k gthread over a copy of the cached sample store."""
+def start_glassgraph(workdir: Path, threads: int) -> ProductionServer:
+    """The README's production command over a copy of the cached sample store."""
     source = cached_store("factbook-http", lambda store: load_file(store, SAMPLE_DATA, "default", progress=True))
     copy = workdir / "glassgraph-store"
     source.backup(copy)
-    port = free_port()
-    env = {**os.environ, "GLASSGRAPH_STORE": str(copy), "GLASSGRAPH_LOAD_SAMPLE": "false", "GLASSGRAPH_LLM": "offline"}
-    gunicorn = Path(sys.executable).with_name("gunicorn")
-    log = (workdir / "glassgraph.log").open("wb")
-    process = subprocess.Popen([str(gunicorn), "-w", "1", "-k", "gthread", "--threads", str(threads),
-                                "-b", f"127.0.0.1:{port}", "server.wsgi:app"],
-                               cwd=PROJECT_ROOT, env=env, stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-    wait_until_up(base + "/healthz", process)
-    return process, base
+    return ProductionServer(copy, env={"GLASSGRAPH_THREADS": str(threads)}, log_path=workdir / "glassgraph.log")
 
 
 def start_oxigraph(workdir: Path) -> tuple[subprocess.Popen, str]:
@@ -267,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="duration of each phase (default 60)")
     parser.add_argument("--clients", type=int, default=20, help="concurrent clients (default 20)")
-    parser.add_argument("--threads", type=int, default=8, help="gunicorn threads (default 8)")
+    parser.add_argument("--threads", type=int, default=32, help="request threads, GLASSGRAPH_THREADS (default 32)")
     parser.add_argument("--rag-weight", type=int, default=1, help="GraphRAG requests per 9 SPARQL ones (default 1)")
     parser.add_argument("--no-oxigraph", action="store_true", help="skip the oxigraph serve baseline")
     args = parser.parse_args(argv)
@@ -277,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="glassgraph-load-") as tmp:
         workdir = Path(tmp)
-        server, base = start_glassgraph(workdir, args.threads)
+        server = start_glassgraph(workdir, args.threads)
+        base = server.url
         try:
             sparql = sparql_call(base + "/sparql")
             rag = graph_rag_call(base)
@@ -304,9 +291,10 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     stop(oxi)
         finally:
-            stop(server)
+            server.close()
     header = ["phase", "server/kind", "requests", "req/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "5xx", "4xx/failed"]
-    print(f"{args.clients} clients, {args.seconds:g} s per phase, gunicorn -w 1 -k gthread --threads {args.threads}")
+    print(f"{args.clients} clients, {args.seconds:g} s per phase, the production command with "
+          f"GLASSGRAPH_THREADS={args.threads}")
     print(_table(header, rows))
     if not args.no_oxigraph:
         glass, oxi_row = rows[-2], rows[-1]

@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
     store = cached_store("sample", lambda s: load_file(s, SAMPLE_DATA, "default", progress=False))
-    workers = QueryWorkers(store.path, size=1, memory_mb=2048)
+    workers = QueryWorkers(store.path, size=1, memory_mb=2048, flush=store.flush)
     written = [0]
     print(f"store: {store.path}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
           f"median of {args.runs} runs")

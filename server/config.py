@@ -44,7 +44,7 @@ class Config:
     port: int = 7878  # GLASSGRAPH_PORT
     max_body_bytes: int = 10 * 1024 * 1024  # GLASSGRAPH_MAX_BODY
     body_timeout_s: float = 30.0  # GLASSGRAPH_BODY_TIMEOUT: seconds a request body may take to arrive (408)
-    threads: int = 16  # GLASSGRAPH_THREADS: threads that run requests (server.asgi)
+    threads: int = 32  # GLASSGRAPH_THREADS: threads that run requests (server.asgi)
     max_result_rows: int = 100_000  # GLASSGRAPH_MAX_ROWS
     query_deadline_s: float = 30.0  # GLASSGRAPH_DEADLINE: a client's query is stopped past it
     query_workers: int = 2  # GLASSGRAPH_QUERY_WORKERS: processes that evaluate clients' queries

@@ -30,7 +30,8 @@ def create_app(config: Config | None = None, store: GraphStore | None = None) ->
     app.config["MAX_FORM_MEMORY_SIZE"] = config.max_body_bytes
     store = app.extensions["glassgraph.store"] = store if store is not None else open_store(config)
     if store.path is not None and config.query_workers > 0:
-        app.extensions["glassgraph.queries"] = QueryWorkers(store.path, config.query_workers, config.query_memory_mb)
+        app.extensions["glassgraph.queries"] = QueryWorkers(store.path, config.query_workers, config.query_memory_mb,
+                                                            store.flush)
 
     from server.http import api, console, graph_store, ops, sparql
 

@@ -7,13 +7,17 @@ when the deadline passes, the process is killed (CPU and memory come back at onc
 gets 422 naming the limit. Workers are started on first use and replaced after a kill. A worker's memory is capped
 (``RLIMIT_DATA``), so one query cannot take the machine's memory either.
 
-At most ``size`` queries run at once and at most ``size`` more wait for a worker; past that a
-query is refused at once with 429 and ``Retry-After``, so that runaway queries can never hold every
-thread of the server (health checks, writes and GraphRAG keep theirs).
+At most ``size`` queries run at once and at most ``WAITING_PER_WORKER * size`` more wait for a
+worker, each for at most ``PATIENCE_S``; past either a query is refused with 429 and
+``Retry-After``, so that runaway queries can never hold every thread of the server (health checks,
+writes and GraphRAG keep theirs).
 
 Freshness: the server counts its writes (``GraphStore.generation``); a task carries the count it
-was sent at, and a worker whose snapshot is older opens a new one first (a few milliseconds), so
-a query sent after an acknowledged write sees it.
+was sent at, and a worker whose snapshot is older opens a new one first, so a query sent after an
+acknowledged write sees it. Opening a snapshot replays the store's write-ahead log, which grows
+with every write until the server flushes it (after 5,000 trace-sized writes a snapshot took 11 s
+to open, 10 ms after a flush), so the server flushes before a worker opens a new snapshot: the
+flush then holds only the writes since the last one.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -34,8 +39,10 @@ from server.http.errors import HttpError
 from server.http.sparql_eval import Answer, QueryTask, answer_query, deadline_exceeded
 
 _START_TIMEOUT_S = 60.0
-_KILL_MARGIN_S = 5.0  # a waiting query's extra patience: the running one is being killed at its deadline
+WAITING_PER_WORKER = 4
+PATIENCE_S = 5.0  # the longest a query waits for a worker
 _PARENT_CHECK_S = 1.0
+_OPEN_ATTEMPTS, _OPEN_RETRY_S = 5, 0.02
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -66,13 +73,19 @@ class _Snapshot:
         return answer_query(self._open(generation), task)
 
     def _open(self, generation: int) -> Store:
-        if self.store is None or self.generation != generation:
+        """A snapshot at ``generation``. Opening races the server's compactions (a file the manifest
+        names can be gone a moment later), so a failed open is tried again a few times."""
+        if self.store is not None and self.generation == generation:
+            return self.store
+        self.store = None
+        for attempt in range(_OPEN_ATTEMPTS):
+            time.sleep(_OPEN_RETRY_S if attempt else 0)
             try:
                 self.store, self.generation = Store.read_only(self.path), generation
-            except OSError as error:
-                self.store = None
-                raise HttpError(503, f"the store could not be opened for reading: {error}") from None
-        return self.store
+                return self.store
+            except (OSError, RuntimeError) as error:
+                failure = error
+        raise HttpError(503, f"the store could not be opened for reading: {failure}")
 
 
 def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:
@@ -101,6 +114,7 @@ class _Worker:
     """
 
     def __init__(self, store_path: Path, memory_bytes: int) -> None:
+        self.generation = -1  # of the snapshot the process holds
         task_read, task_write = os.pipe()
         reply_read, reply_write = os.pipe()
         self.process = subprocess.Popen(
@@ -124,6 +138,7 @@ class _Worker:
                 self.kill()
                 raise deadline_exceeded(deadline_s)
             reply = self.replies.recv()
+            self.generation = generation
         except (EOFError, OSError):
             exit_code = self.process.wait(5)
             self.kill()
@@ -148,32 +163,36 @@ class _Worker:
 class QueryWorkers:
     """``size`` worker processes over the on-disk store at ``store_path``; see the module docstring."""
 
-    def __init__(self, store_path: Path, size: int, memory_mb: int) -> None:
-        self.store_path = store_path
+    def __init__(self, store_path: Path, size: int, memory_mb: int, flush: Callable[[], None]) -> None:
+        """``flush`` persists the server's recent writes (``GraphStore.flush``)."""
+        self.store_path, self.flush = store_path, flush
         self.memory_bytes = memory_mb * 1024 * 1024
         self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
         for _ in range(size):
             self._idle.put(None)  # a free slot whose process is started on first use
-        self._waiting = threading.BoundedSemaphore(size)
+        self._waiting = threading.BoundedSemaphore(WAITING_PER_WORKER * size)
         self._closed = False
 
     def run(self, task: QueryTask, generation: int, deadline_s: float) -> Answer:
-        """``task``'s answer; 422 past ``deadline_s``, 429 when every worker is busy and the queue full."""
-        worker = self._take(deadline_s + _KILL_MARGIN_S)
+        """``task``'s answer; 422 past ``deadline_s``; 429 when the queue is full or no worker came free in time."""
+        worker = self._take()
         try:
             if worker is None:
                 worker = _Worker(self.store_path, self.memory_bytes)
+            if worker.generation != generation:
+                self.flush()
             return worker.ask(generation, task, deadline_s)
         finally:
             self._idle.put(worker if worker is not None and worker.alive else None)
 
-    def _take(self, wait_s: float) -> _Worker | None:
-        busy = HttpError(429, "every query worker is busy and the queue is full (GLASSGRAPH_QUERY_WORKERS): "
-                              "try again shortly", {"Retry-After": "5"})
+    def _take(self) -> _Worker | None:
+        busy = HttpError(429, f"every query worker is busy (GLASSGRAPH_QUERY_WORKERS) and stayed busy or had "
+                              f"too many queries waiting ({PATIENCE_S:g} s at most): try again shortly",
+                         {"Retry-After": "5"})
         if self._closed or not self._waiting.acquire(blocking=False):
             raise busy
         try:
-            return self._idle.get(timeout=wait_s)
+            return self._idle.get(timeout=PATIENCE_S)
         except queue.Empty:
             raise busy from None
         finally:
