@@ -9,7 +9,8 @@ from __future__ import annotations
 from pyoxigraph import NamedNode, Variable
 
 from server import vocab
-from server.rag.retrieval import RetrievalLimits, Retriever, local_name
+from server.labels import local_name
+from server.rag.retrieval import RetrievalLimits, Retriever
 from server.sparql_templates import Term
 from server.vocab import RDFS
 

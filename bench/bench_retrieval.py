@@ -18,8 +18,9 @@ from bench import metaqa_load, synthetic
 from bench.baseline import PatternBaseline
 from bench.storage_bounds import ObservedStore, point_reads, raw_walk
 from server.config import Config
-from server.rag.llm import LLM, make_llm
+from server.rag.llm import LLM
 from server.rag.pipeline import GraphRag
+from server.rag.providers import make_llm
 from server.rag.retrieval import RetrievalLimits, Retriever
 from server.store import GraphStore
 from server.vocab import LIBRARIAN_GRAPH

@@ -7,6 +7,7 @@ N-Triples file and the loaded on-disk store are cached in the bench dir.
 from __future__ import annotations
 
 import gzip
+import os
 import re
 from pathlib import Path
 from urllib.parse import quote
@@ -14,11 +15,12 @@ from urllib.parse import quote
 from pyoxigraph import Literal, NamedNode
 
 from bench.workdir import bench_dir, cached_store
+from server.config import PROJECT_ROOT
 from server.ingest.load import load_file
 from server.store import GraphStore
 from server.vocab import ENTITY, RDFS, RELATION
 
-METAQA_DIR = Path("/work/shared/data/metaqa")
+METAQA_DIR = Path(os.environ.get("GLASSGRAPH_METAQA", PROJECT_ROOT.parent / "shared" / "data" / "metaqa"))
 COLLECTION = "metaqa"
 _TOPIC = re.compile(r"\[([^\]]+)\]")
 

@@ -44,8 +44,7 @@ def _timed(call: Callable[[], object], runs: int) -> float:
 
 def _write(store: GraphStore, n: list[int]) -> None:
     n[0] += 1
-    with store.writing() as raw:
-        raw.update(f"INSERT DATA {{ GRAPH <urn:bench:writes> {{ <urn:bench:s> <urn:bench:n> {n[0]} }} }}")
+    store.run_update(f"INSERT DATA {{ GRAPH <urn:bench:writes> {{ <urn:bench:s> <urn:bench:n> {n[0]} }} }}")
 
 
 def main() -> None:
@@ -69,8 +68,7 @@ def main() -> None:
             print(f"{name:<14}{base:>15.2f}{worker:>11.2f}{worker / base:>6.1f}x{fresh:>18.2f}{fresh / base:>6.1f}x")
     finally:
         workers.close()
-        with store.writing() as raw:
-            raw.update("DROP SILENT GRAPH <urn:bench:writes>")
+        store.run_update("DROP SILENT GRAPH <urn:bench:writes>")
 
 
 if __name__ == "__main__":

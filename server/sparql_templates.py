@@ -105,6 +105,16 @@ def render_limit(text: str, limit: int) -> str:
     return _LIMIT.sub(lower, text)
 
 
+def template_limit(name: str) -> int:
+    """The smallest ``LIMIT`` written in template ``name``: the one definition of that cap, which
+    code that lowers or reports it reads from here."""
+    text = load_template(name)
+    limits = [int(m.group(1)) for m in _LIMIT.finditer(text) if not _in_comment(text, m.start())]
+    if not limits:
+        raise TemplateError(f"template {name!r} has no LIMIT")
+    return min(limits)
+
+
 def template_path(name: str, directory: Path = SPARQL_DIR) -> Path:
     """``name`` without extension; ``.rq`` (query) is tried before ``.ru`` (update)."""
     if not re.fullmatch(r"[a-z0-9_]+", name):

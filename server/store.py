@@ -1,4 +1,11 @@
-"""The store: one pyoxigraph Store, its named-graph layout, templates and writers' lock."""
+"""The store: one pyoxigraph Store, its named-graph layout, templates and writers' lock.
+
+Code outside this module reads and writes through these methods, the seam a remote store would
+fill. Every query and update the pipeline runs is a template in ``sparql/``; the one update
+built here is the Graph Store Protocol's replace/merge (``write_graph``): its body's triples may
+hold blank nodes, which no VALUES block can carry, so they are written as ``INSERT DATA`` with
+pyoxigraph's own escaping (``render_term``) of terms pyoxigraph parsed, never from request text.
+"""
 from __future__ import annotations
 
 import threading
@@ -7,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pyoxigraph import (
+    BlankNode,
     DefaultGraph,
     NamedNode,
     Quad,
@@ -15,19 +23,30 @@ from pyoxigraph import (
     QueryTriples,
     RdfFormat,
     Store,
+    Triple,
     Variable,
 )
 
 from server import vocab
-from server.sparql_templates import Term, ValuesKey, load_template, render_limit, render_values
+from server.errors import StoreLocked
+from server.sparql_templates import Term, ValuesKey, load_template, render_limit, render_term, render_values
 
 QueryResult = QuerySolutions | QueryBoolean | QueryTriples
+GraphName = NamedNode | DefaultGraph
 LoadListener = Callable[[str], None]
 
 
 def store_directory(path: str | Path | None) -> Path | None:
     """The directory of an on-disk store; None for an in-memory one (``None`` or ``":memory:"``)."""
     return None if path in (None, ":memory:") else Path(path)
+
+
+def _data(term: Term | BlankNode) -> str:
+    return render_term(term, blank_nodes=True)
+
+
+def _graph_clause(graph: GraphName) -> str:
+    return "DEFAULT" if isinstance(graph, DefaultGraph) else f"GRAPH {render_term(graph)}"
 
 
 def graph_options(graph: NamedNode | None) -> dict[str, object]:
@@ -48,19 +67,30 @@ class GraphStore:
     """An on-disk (``path``) or in-memory (``path=None``) store with Glassgraph's graph layout.
 
     Reads run concurrently; every write goes through :meth:`writing` so that read-modify-write
-    sequences from several threads do not lose data (DESIGN.md section 5).
+    sequences from several threads do not lose data (docs/architecture.md, 'Traps of the store').
     """
 
     def __init__(self, path: str | Path | None = None, explain_collection: str = vocab.EXPLAIN_COLLECTION,
                  read_only: bool = False) -> None:
-        """``read_only`` opens a frozen snapshot of an existing on-disk store, even one a server holds."""
+        """``read_only`` opens a frozen snapshot of an existing on-disk store, even one a server holds.
+
+        Raises :class:`~server.errors.StoreLocked` when another process holds the on-disk store.
+        """
         self.path = store_directory(path)
         if self.path is not None and not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
         if self.path is None:
             self.raw = Store()
+        elif read_only:
+            self.raw = Store.read_only(str(self.path))
         else:
-            self.raw = Store.read_only(str(self.path)) if read_only else Store(str(self.path))
+            try:
+                self.raw = Store(str(self.path))
+            except OSError as exc:  # the engine names its lock file: "While lock file: {path}/LOCK: ..."
+                if "LOCK:" not in str(exc):
+                    raise
+                raise StoreLocked(f"the store at {self.path.resolve()} is in use by another process "
+                                  "(a running server?)") from exc
         self.explain_collection = explain_collection
         self.explain_graph = vocab.explain_graph(explain_collection)
         self._write_lock = threading.RLock()
@@ -93,6 +123,21 @@ class GraphStore:
     def is_empty(self) -> bool:
         return next(iter(self.raw.quads_for_pattern(None, None, None)), None) is None
 
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def quads(self, subject: Term | None = None, predicate: NamedNode | None = None, obj: Term | None = None,
+              graph: GraphName | None = None) -> Iterator[Quad]:
+        """The quads matching a pattern (None matches anything), lazily."""
+        return iter(self.raw.quads_for_pattern(subject, predicate, obj, graph))
+
+    def named_graphs(self) -> list[NamedNode]:
+        return [graph for graph in self.raw.named_graphs() if isinstance(graph, NamedNode)]
+
+    def has_graph(self, graph: GraphName) -> bool:
+        """Whether ``graph`` exists (the default graph always does)."""
+        return isinstance(graph, DefaultGraph) or self.raw.contains_named_graph(graph)
+
     def collection_of(self, graph: NamedNode) -> str | None:
         """The collection whose knowledge graph ``graph`` is; None for provenance, librarian and
         this store's explainability graph (whatever its configured name)."""
@@ -114,6 +159,11 @@ class GraphStore:
                            "source_triples": counts.get(vocab.source_graph(name).value, 0)})
         return result
 
+    def librarian_text(self, iri: NamedNode) -> str | None:
+        """The text the librarian graph holds for ``iri`` (a document, page, chunk or answer); None if none."""
+        content = next(self.raw.quads_for_pattern(iri, vocab.TG.content, None, vocab.LIBRARIAN_GRAPH), None)
+        return None if content is None else content.object.value
+
     def has_collection(self, collection: str) -> bool:
         """Whether user collection ``collection`` holds data; ValueError for a name that is not one."""
         self.check_collection(collection)
@@ -130,11 +180,36 @@ class GraphStore:
             finally:
                 self.generation += 1
 
-    def update(self, name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None) -> None:
-        """Run update template ``sparql/{name}.ru`` atomically, parameters in its VALUES blocks."""
-        text = _template_text(name, values)
+    def run_update(self, text: str) -> None:
+        """Run a SPARQL update atomically (all of it or nothing) under the writers' lock."""
         with self.writing() as store:
             store.update(text)
+
+    def write_graph(self, graph: GraphName, triples: Sequence[Triple], replace: bool) -> bool:
+        """Replace (or merge into) ``graph``'s content with ``triples`` in one transaction; True if
+        the graph is new. See the module docstring for why this update is built here."""
+        operations = [f"CLEAR SILENT {_graph_clause(graph)}"] if replace else []
+        if isinstance(graph, NamedNode):
+            operations.append(f"CREATE SILENT GRAPH {render_term(graph)}")
+        if triples:
+            body = "\n".join(f"{_data(t.subject)} {_data(t.predicate)} {_data(t.object)} ." for t in triples)
+            operations.append(f"INSERT DATA {{ GRAPH {render_term(graph)} {{\n{body}\n}} }}"
+                              if isinstance(graph, NamedNode) else f"INSERT DATA {{\n{body}\n}}")
+        with self.writing() as store:
+            created = not self.has_graph(graph)
+            store.update(" ;\n".join(operations))
+        return created
+
+    def drop_graph(self, graph: GraphName) -> bool:
+        """Drop a named graph, or empty the default graph; False if the named graph does not exist."""
+        with self.writing() as store:
+            if not self.has_graph(graph):
+                return False
+            if isinstance(graph, DefaultGraph):
+                store.clear_graph(graph)
+            else:
+                store.remove_graph(graph)
+        return True
 
     def extend(self, quads: Iterable[Quad]) -> None:
         """Add quads in one transaction: all or nothing."""
@@ -152,7 +227,7 @@ class GraphStore:
     # --- whole-store operations -----------------------------------------------------------------
 
     def dump(self, output: str | Path | None, fmt: RdfFormat = RdfFormat.TRIG,
-             graph: NamedNode | None = None) -> bytes | None:
+             graph: GraphName | None = None) -> bytes | None:
         """Serialize the store, or one graph, to ``output`` (a path) or return bytes."""
         from_graph = graph if graph is not None else (None if fmt.supports_datasets else DefaultGraph())
         target = str(output) if output is not None else None

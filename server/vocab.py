@@ -1,4 +1,4 @@
-"""Vocabulary: namespaces, the IRIs of DESIGN.md section 3, and builders for provenance triples.
+"""Vocabulary: namespaces, the IRIs of docs/architecture.md ('Data model'), and builders for provenance triples.
 
 Every IRI that Glassgraph mints is made here, so traces stay interchangeable with TrustGraph's.
 """
@@ -186,6 +186,12 @@ def parse_explain_iri(iri: str) -> tuple[str, str] | None:
             rest = iri[len(URN + prefix):]
             return kind, rest.rsplit(":", 1)[0] if kind == "edge" else rest
     return None
+
+
+def explain_kind(iri: str) -> str | None:
+    """The kind of an explainability IRI (see :func:`parse_explain_iri`); None for any other IRI."""
+    parsed = parse_explain_iri(iri)
+    return parsed[0] if parsed else None
 
 
 def session_id_of(iri: str) -> str | None:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -23,13 +24,15 @@ from flask import request
 from pyoxigraph import NamedNode, Quad
 from werkzeug.serving import make_server
 
+from server.cli.arguments import LIMIT_FLAGS
+from server.cli.tg_invoke import _sse
 from server.config import SAMPLE_DATA, Config
+from server.errors import StoreLocked
 from server.explain.trace import read_trace
-from server.explain_display import explain_kind
 from server.http.app import create_app
 from server.http.context import require_write_access
+from server.rag.retrieval import RetrievalLimits
 from server.store import GraphStore
-from server.tg_invoke import _sse
 
 QUESTION = "What is the capital of France?"
 EDGE = "Edge: (France, capital, Paris)"
@@ -44,8 +47,8 @@ def _command(script: str, module: str) -> list[str]:
     return [found] if found else [sys.executable, "-m", module]
 
 
-TG_INVOKE = _command("tg-invoke-graph-rag", "server.tg_invoke")
-GLASSGRAPH = _command("glassgraph", "server.cli")
+TG_INVOKE = _command("tg-invoke-graph-rag", "server.cli.tg_invoke")
+GLASSGRAPH = _command("glassgraph", "server.cli.glassgraph")
 
 
 def _env() -> dict[str, str]:
@@ -198,7 +201,7 @@ def test_json_format_prints_every_message(server_url: str) -> None:
     result = run(TG_INVOKE, "-u", server_url, "-x", "--format", "json", "-q", QUESTION)
     assert result.returncode == 0, result.stderr
     messages = [json.loads(line) for line in result.stdout.splitlines()]
-    explains = [explain_kind(m["explain_id"]) for m in messages if m["message_type"] == "explain"]
+    explains = [m["explain_kind"] for m in messages if m["message_type"] == "explain"]
     assert explains == ["session", "retrieval", "selection", "answer"]
     assert messages[-1]["end_of_session"] is True
     assert "Paris" in "".join(m["response"] for m in messages if m["message_type"] == "chunk")
@@ -212,6 +215,18 @@ def test_sse_stream_parses_to_the_same_messages(server_url: str) -> None:
         messages = list(_sse(line.decode("utf-8") for line in response.iter_lines()))
     assert [m["message_type"] for m in messages if m["message_type"] == "explain"] == ["explain"] * 4
     assert messages[-1]["end_of_session"] is True and not messages[-1]["error"]
+
+
+def test_the_http_client_loads_neither_the_store_nor_the_retriever() -> None:
+    heavy = ("pyoxigraph", "sqlite3", "server.rag.retrieval", "server.store")
+    probe = f"import sys, server.cli.tg_invoke; print([m for m in {heavy!r} if m in sys.modules])"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_limit_flags_are_the_retrieval_limits() -> None:
+    assert list(LIMIT_FLAGS) == [f.name for f in fields(RetrievalLimits)]
 
 
 # --- glassgraph on a store of its own -----------------------------------------------------------------
@@ -295,7 +310,7 @@ def test_collections_dump_backup_reindex(cli_store: str, tmp_path: Path) -> None
 @pytest.mark.parametrize("command", ["serve", "load", "ask", "sessions", "explain", "collections", "dump",
                                      "backup", "reindex"])
 def test_every_command_help_has_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from server.cli import main
+    from server.cli.glassgraph import main
 
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])
@@ -360,6 +375,8 @@ def test_store_held_by_another_process(tmp_path: Path) -> None:
     """Writers (and backups) exit 3; readers fall back to a snapshot that sees the holder's writes."""
     held = tmp_path / "held"
     holder = GraphStore(held)  # this process holds the store, as a running server would
+    with pytest.raises(StoreLocked):
+        GraphStore(held)
     holder.extend([Quad(NamedNode("https://trustgraph.ai/e/a"), NamedNode("https://trustgraph.ai/r/b"),
                         NamedNode("https://trustgraph.ai/e/c"), NamedNode("urn:trustgraph:graph:held"))])
     source = tmp_path / "one.nt"

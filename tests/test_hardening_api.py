@@ -54,7 +54,7 @@ def test_a_body_that_is_not_declared_json_is_415(server: LiveServer, france_stor
     before = snapshot(france_store)
     response = post(server, json.dumps({"query": QUESTION, "streaming": False}), content_type)
     assert response.status_code == 415, response.text
-    assert error_of(response)["type"] == "unsupported_media_type"
+    assert error_of(response)["type"] == "unsupported-media-type"
     assert "Content-Type: application/json" in error_of(response)["message"]
     assert snapshot(france_store) == before
 
@@ -76,7 +76,7 @@ def test_a_question_over_the_limit_is_413_naming_it(france_store: GraphStore) ->
         at_limit = post(live, json.dumps({"query": "capital of France? " + "x" * 21, "streaming": False}))
     finally:
         live.close()
-    assert too_long.status_code == 413 and error_of(too_long)["type"] == "content_too_large"
+    assert too_long.status_code == 413 and error_of(too_long)["type"] == "content-too-large"
     assert "41" in error_of(too_long)["message"] and "40" in error_of(too_long)["message"]
     assert "GLASSGRAPH_MAX_QUESTION" in error_of(too_long)["message"]
     assert at_limit.status_code == 200, at_limit.text
@@ -98,7 +98,7 @@ def test_a_lone_surrogate_is_400_and_records_nothing(server: LiveServer, france_
     before = snapshot(france_store)
     response = post(server, body, accept="text/event-stream, application/json")
     assert response.status_code == 400, response.text
-    assert error_of(response)["type"] == "bad_request"
+    assert error_of(response)["type"] == "bad-request"
     assert "lone surrogate" in error_of(response)["message"]
     assert snapshot(france_store) == before
 

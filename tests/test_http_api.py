@@ -117,12 +117,15 @@ def test_ndjson_stream(server: LiveServer) -> None:
     assert messages[0]["message_type"] == "explain"
     assert messages[-1]["end_of_session"] is True and messages[-1]["error"] is None
     assert set(messages[0]) == {"message_type", "response", "error", "end_of_stream", "end_of_session",
-                                "explain_id", "explain_collection"}
+                                "explain_id", "explain_collection", "explain_kind"}
+    kinds = [m["explain_kind"] for m in messages if m["message_type"] == "explain"]
+    assert kinds == ["session", "retrieval", "selection", "answer"]
 
 
 def test_not_streaming_is_one_json_object(server: LiveServer) -> None:
     body = ask(server, streaming=False, entity_limit=10, max_path_length=1).json()
-    assert set(body) == {"answer", "session", "explain_ids", "explain_collection", "error"}
+    assert set(body) == {"answer", "session", "explain_ids", "explain_kinds", "explain_collection", "error"}
+    assert body["explain_kinds"] == ["session", "retrieval", "selection", "answer"]
     assert body["error"] is None and "Paris" in body["answer"]
     assert body["session"].startswith("urn:trustgraph:session:") and body["session"] == body["explain_ids"][0]
     assert len(body["explain_ids"]) == 4 and body["explain_collection"] == "explainability"
@@ -132,6 +135,7 @@ def test_not_streaming_is_one_json_object(server: LiveServer) -> None:
     "not json", [QUESTION], {"query": ""}, {"query": "   "}, {"query": 5}, {},
     {"query": QUESTION, "entity_limit": "5"}, {"query": QUESTION, "entity_limit": 0},
     {"query": QUESTION, "triple_limit": True}, {"query": QUESTION, "max_path_length": 9},
+    {"query": QUESTION, "triple_limit": 101},  # past the hop template's LIMIT 100, the one cap
     {"query": QUESTION, "max_subgraph_size": 1.5}, {"query": QUESTION, "explainable": "yes"},
     {"query": QUESTION, "streaming": 1}, {"query": QUESTION, "collection": 7},
     {"query": QUESTION, "colection": "default"}, {"query": QUESTION, "collection": "bad name"},
@@ -140,12 +144,12 @@ def test_bad_fields_are_400_json(server: LiveServer, payload: object) -> None:
     data = payload if isinstance(payload, str) else json.dumps(payload)
     response = requests.post(server.url + "/api/graph-rag", data=data, headers={"Content-Type": "application/json"})
     assert response.status_code == 400, response.text
-    assert response.json()["error"]["type"] == "bad_request"
+    assert response.json()["error"]["type"] == "bad-request"
 
 
 def test_unknown_collection_is_404_and_no_session_is_recorded(server: LiveServer, france_store: GraphStore) -> None:
     response = ask(server, collection="nowhere", streaming=False)
-    assert response.status_code == 404 and response.json()["error"]["type"] == "not_found"
+    assert response.status_code == 404 and response.json()["error"]["type"] == "not-found"
     assert not list(france_store.raw.quads_for_pattern(None, None, None, france_store.explain_graph))
 
 
@@ -205,7 +209,7 @@ def test_explain_as_json_and_rdf(server: LiveServer) -> None:
 def test_explain_errors(server: LiveServer) -> None:
     assert requests.get(server.url + "/api/explain").status_code == 400
     unknown = requests.get(server.url + "/api/explain", params={"id": "urn:trustgraph:session:nope"})
-    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found"
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not-found"
     assert requests.get(server.url + "/api/explain", params={"id": "http://example.org/x"}).status_code == 404
 
 

@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from scripted_llm import ScriptedLLM
 
 from server.config import Config
-from server.rag.llm import LLMError, OfflineLLM, make_llm, render_prompt
+from server.rag.llm import LLMError, render_prompt
+from server.rag.offline import OfflineLLM
 from server.rag.openai_llm import OpenAILLM
+from server.rag.providers import make_llm
 from server.rag.retrieval import edge_id
 from server.rag.selection import parse_selection
 

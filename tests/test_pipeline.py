@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from pyoxigraph import NamedNode, Store, Triple
+from pyoxigraph import NamedNode, Quad, Store, Triple
 from scripted_llm import ScriptedLLM
 
 from server import vocab
@@ -14,7 +14,7 @@ from server.explain.provenance import format_chain, source_chains
 from server.explain.trace import list_sessions, read_trace
 from server.rag.messages import GraphRagResponse
 from server.rag.pipeline import GraphRag, make_graph_rag
-from server.rag.retrieval import edge_id
+from server.rag.retrieval import Retriever, edge_id
 from server.store import GraphStore
 from server.vocab import ENTITY, RELATION
 
@@ -104,6 +104,19 @@ def test_capital_of_france_is_answered_and_traced_to_its_chunk(sample: GraphStor
     assert_consistent(sample)
 
 
+def test_an_unlabelled_iri_is_named_alike_for_the_llm_and_in_the_trace(france_store: GraphStore) -> None:
+    anthem = NamedNode("https://example.org/ns#anthem")  # neither it nor the song has an rdfs:label
+    france_store.extend([Quad(ENTITY.france, anthem, ENTITY.la_marseillaise, vocab.collection_graph("default"))])
+    france_store.notify_loaded("default")
+    question = "What is the anthem of France?"
+    named = ("France", "anthem", "la_marseillaise")  # the local names
+    assert named in Retriever(france_store).get_labelgraph(question, "default").labeled_edges
+    trace = read_trace(france_store, session_of(list(offline(france_store).run(question))))
+    [edge] = [e for e in trace["edges"] if e["p"] == anthem.value]
+    assert tuple(edge["labels"]) == named
+    assert edge["o"] == ENTITY.la_marseillaise.value  # the term itself keeps the full IRI
+
+
 def test_explain_messages_carry_the_vocab_iris(france_store: GraphStore) -> None:
     messages = list(offline(france_store).run(QUESTION))
     explains = [m for m in messages if m.message_type == "explain"]
@@ -113,7 +126,8 @@ def test_explain_messages_carry_the_vocab_iris(france_store: GraphStore) -> None
     assert {m.explain_collection for m in explains} == {"explainability"}
     final = messages[-1]
     assert final.to_dict() == {"message_type": "chunk", "response": "", "error": None, "end_of_stream": True,
-                               "end_of_session": True, "explain_id": None, "explain_collection": None}
+                               "end_of_session": True, "explain_id": None, "explain_collection": None,
+                               "explain_kind": None}
     assert not any(m.end_of_session for m in messages[:-1])
     json.dumps([m.to_dict() for m in messages])
 

@@ -11,8 +11,8 @@ from pyoxigraph import Literal, NamedNode, Quad
 from server import vocab
 from server.ingest.load import load_file
 from server.labels import store_labels
-from server.rag.label_index import normalize
 from server.rag.retrieval import LabelGraph, RetrievalLimits, Retriever, edge_id
+from server.rag.text import normalize, terms, words
 from server.store import GraphStore
 from server.vocab import ENTITY as E
 from server.vocab import RDFS, RELATION, XSD
@@ -78,6 +78,12 @@ def test_edge_id_is_trustgraphs() -> None:
 def test_normalize_strips_case_accents_and_punctuation() -> None:
     assert normalize("  Gert  FRÖBE!? ") == "gert frobe"
     assert normalize("Liberté, égalité") == "liberte egalite"
+
+
+def test_a_decomposed_accent_does_not_split_a_word() -> None:
+    composed, decomposed = "Gert Fröbe films", "Gert Fro\u0308be films"
+    assert words(composed) == words(decomposed) == ["gert", "frobe", "films"]
+    assert terms(composed) == terms(decomposed) == {"gert", "frobe", "film"}
 
 
 def test_capital_of_france_finds_seed_and_paris_edge(factbook: CountingStore) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,13 +11,16 @@ from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
 from server.bootstrap import open_store
-from server.config import SAMPLE_DATA, Config
-from server.ingest import factbook
+from server.config import PROJECT_ROOT, SAMPLE_DATA, Config
 from server.store import GraphStore
 from server.vocab import ENTITY, RELATION
 
+if str(PROJECT_ROOT) not in sys.path:
+    sys.path.append(str(PROJECT_ROOT))  # data/ is not installed: it is imported from the checkout
+from data import factbook  # noqa: E402
+
 PROFILES = 261  # every <region>/<code>.json of the Factbook copy in ../shared/data/factbook
-FACTBOOK_JSON = Path(os.environ.get("GLASSGRAPH_FACTBOOK", "/work/shared/data/factbook"))
+FACTBOOK_JSON = Path(os.environ.get("GLASSGRAPH_FACTBOOK", PROJECT_ROOT.parent / "shared" / "data" / "factbook"))
 
 KG = vocab.collection_graph("default")
 SRC = vocab.source_graph("default")

@@ -192,7 +192,7 @@ def test_clients_sending_their_body_slowly_get_408_and_block_nobody(production: 
     assert BODY_TIMEOUT_S <= elapsed < BODY_TIMEOUT_S + 3
     for status, payload in answered:
         error = json.loads(payload)["error"]
-        assert status == 408 and error["type"] == "request_timeout"
+        assert status == 408 and error["type"] == "request-timeout"
         assert "GLASSGRAPH_BODY_TIMEOUT" in error["message"] and "2 s" in error["message"]
     assert not ask(production, f"ASK {{ <{E}slow> ?p ?o }}")
 
@@ -213,7 +213,7 @@ def test_a_chunked_update_over_the_limit_is_413_and_nothing_of_it_is_applied(pro
     response = requests.post(production.url + "/sparql", data=chunked(update), headers=UPDATE, timeout=TIMEOUT_S)
     assert response.status_code == 413, response.text
     error = response.json()["error"]
-    assert error["type"] == "content_too_large" and "GLASSGRAPH_MAX_BODY" in error["message"]
+    assert error["type"] == "content-too-large" and "GLASSGRAPH_MAX_BODY" in error["message"]
     assert str(MAX_BODY) in error["message"]
     assert ask(production, f"ASK {{ {old} }}") and not ask(production, f"ASK {{ {new} }}")
 
@@ -232,7 +232,7 @@ def test_a_declared_length_over_the_limit_is_413_before_any_body_is_sent(product
         sock.sendall(request_head("POST", "/sparql", {**UPDATE, "Content-Length": str(10**9)}))
         status, payload = read_response(sock)
         elapsed = time.monotonic() - started
-    assert status == 413 and json.loads(payload)["error"]["type"] == "content_too_large"
+    assert status == 413 and json.loads(payload)["error"]["type"] == "content-too-large"
     assert elapsed < BODY_TIMEOUT_S / 2  # answered at once, not when the body's time ran out
 
 
@@ -330,7 +330,7 @@ def test_an_error_before_the_headers_is_a_json_500_without_a_trace() -> None:
     sent = run_bridge(failing)
     assert sent[0]["status"] == 500 and sent[-1]["more_body"] is False
     body = b"".join(m.get("body", b"") for m in sent)
-    assert json.loads(body)["error"]["type"] == "internal_error" and b"secret" not in body
+    assert json.loads(body)["error"]["type"] == "internal-error" and b"secret" not in body
 
 
 def test_an_error_mid_stream_leaves_the_response_unfinished_and_closes_the_iterable() -> None:

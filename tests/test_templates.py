@@ -21,6 +21,7 @@ from server.sparql_templates import (
     load_template,
     render_limit,
     render_values,
+    template_limit,
     template_names,
     template_path,
 )
@@ -84,6 +85,13 @@ def test_a_limit_lowers_the_templates_limits_and_nothing_else() -> None:
     for bad in ("30", "30 } DROP ALL {", -1, True, 2.5, None):
         with pytest.raises(TemplateError):
             render_limit(text, bad)  # type: ignore[arg-type]
+
+
+def test_a_templates_limit_is_read_from_its_text() -> None:
+    assert template_limit("rag_hop") == 100
+    assert template_limit("console_resource_in") == template_limit("console_resource_out")  # one page, one cap
+    with pytest.raises(TemplateError):
+        template_limit("graph_counts")  # no LIMIT written
 
 
 def test_a_limit_reaches_the_store(store: GraphStore) -> None:

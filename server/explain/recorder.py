@@ -1,4 +1,4 @@
-"""Writes one GraphRAG session's explainability entities (DESIGN.md section 3), each atomically.
+"""Writes one GraphRAG session's explainability entities (docs/architecture.md, 'Data model'), each atomically.
 
 Besides the seed specification's triples, the session carries ``tg:model`` (the LLM that
 produced the trace, a literal such as "offline" or "gpt-4o-mini") and ``tg:collection`` (the

@@ -7,7 +7,7 @@ from pyoxigraph import Literal, NamedNode, Triple
 
 from server import vocab
 from server.explain.provenance import source_chains_many
-from server.labels import store_labels
+from server.labels import store_labels, term_name
 from server.sparql_templates import Term, render_term
 from server.store import GraphStore
 
@@ -44,6 +44,9 @@ def read_trace(store: GraphStore, session_iri: str) -> dict | None:
         "error": error,
         "edges": edges,
     }
+
+
+MAX_SESSION_OFFSET = 10**9  # the furthest page of sessions any client may ask for
 
 
 def list_sessions(store: GraphStore, limit: int = 20, offset: int = 0) -> list[dict]:
@@ -100,7 +103,7 @@ def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> l
             "node": row["node"].value,
             "s": terms[0].value, "p": terms[1].value, "o": _lexical(terms[2]),
             "triple": render_term(triple),
-            "labels": [labels.get(term) or _lexical(term) for term in terms],
+            "labels": [term_name(term, labels.get(term)) for term in terms],
             "reasoning": _value(row.get("reasoning")),
             "sources": sources.get(triple, []),
         })

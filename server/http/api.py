@@ -1,24 +1,30 @@
 """The JSON API: GraphRAG (streamed as SSE or NDJSON, or one JSON object), explain traces,
-sessions, librarian documents, collections, and ``/resource`` (linked data by negotiation).
+sessions, librarian documents and collections.
 """
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Iterator
-from itertools import chain, islice
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
-from pyoxigraph import NamedNode, Quad, RdfFormat
+from pyoxigraph import NamedNode, Quad
 
 from server import vocab
-from server.explain.trace import list_sessions, read_trace
-from server.http.console import resource_html
+from server.errors import (
+    BadRequest,
+    Busy,
+    ContentTooLarge,
+    NotAcceptable,
+    NotFound,
+    UnsupportedMediaType,
+)
+from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace
 from server.http.context import current_config, current_store
-from server.http.errors import HttpError
 from server.http.keepalive import with_keepalive
-from server.http.negotiation import GRAPH_MEDIA, negotiate, prefers
-from server.http.sparql import graph_response
+from server.http.negotiation import GRAPH_MEDIA, negotiate
+from server.http.params import int_parameter, iri_parameter
+from server.http.responses import rdf_response
 from server.rag.messages import GraphRagResponse
 from server.rag.pipeline import GraphRag, make_graph_rag
 from server.rag.retrieval import RetrievalLimits
@@ -27,9 +33,7 @@ blueprint = Blueprint("api", __name__)
 
 SSE, NDJSON, JSON = "text/event-stream", "application/x-ndjson", "application/json"
 # field -> (lowest, highest) accepted value
-LIMIT_RANGES = {"entity_limit": (1, 1000), "triple_limit": (1, 1000), "max_subgraph_size": (1, 10_000),
-                "max_path_length": (1, 4)}
-FIELDS = {"query", "collection", "explainable", "streaming", "user", *LIMIT_RANGES}
+FIELDS = {"query", "collection", "explainable", "streaming", "user", *RetrievalLimits.RANGES}
 NOT_RECORDED = {"Glassgraph-Trace": "not-recorded (read-only)"}
 _pipeline_lock = threading.Lock()
 
@@ -45,7 +49,7 @@ def _answer_slot(app: Flask) -> threading.BoundedSemaphore:
         slots = app.extensions.setdefault("glassgraph.answer_slots",
                                           threading.BoundedSemaphore(app.config["GLASSGRAPH"].max_answers))
     if not slots.acquire(blocking=False):
-        raise HttpError(429, f"{app.config['GLASSGRAPH'].max_answers} GraphRAG answers are already in progress "
+        raise Busy(f"{app.config['GLASSGRAPH'].max_answers} GraphRAG answers are already in progress "
                              "(GLASSGRAPH_MAX_ANSWERS): try again shortly", {"Retry-After": "2"})
     return slots
 
@@ -67,7 +71,7 @@ def _field(body: dict, name: str, kind: type, default: object) -> object:
     if value is None:
         return default
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise HttpError(400, f"field '{name}' must be {'an integer' if kind is int else kind.__name__}")
+        raise BadRequest(f"field '{name}' must be {'an integer' if kind is int else kind.__name__}")
     if kind is str:
         _check_text(name, value)
     return value
@@ -78,7 +82,7 @@ def _check_text(name: str, value: str) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise HttpError(400, f"field '{name}' is not valid Unicode text: a lone surrogate "
+        raise BadRequest(f"field '{name}' is not valid Unicode text: a lone surrogate "
                              f"(\\u{ord(value[exc.start]):04x}) at character {exc.start}") from None
 
 
@@ -87,7 +91,7 @@ def _json_body() -> object:
     preflight) is refused."""
     if request.mimetype != JSON:
         got = request.headers.get("Content-Type") or "none"
-        raise HttpError(415, f"the body must be JSON sent with 'Content-Type: application/json' (got {got!r})")
+        raise UnsupportedMediaType(f"the body must be JSON sent with 'Content-Type: application/json' (got {got!r})")
     return request.get_json(silent=True)
 
 
@@ -95,36 +99,37 @@ def _question(body: dict) -> str:
     query = _field(body, "query", str, "")
     limit = current_config().max_question_chars
     if len(query) > limit:
-        raise HttpError(413, f"the question has {len(query)} characters, over the limit of {limit} "
+        raise ContentTooLarge(f"the question has {len(query)} characters, over the limit of {limit} "
                              "(GLASSGRAPH_MAX_QUESTION)")
     if not query.strip():
-        raise HttpError(400, "field 'query' must be a non-empty question")
+        raise BadRequest("field 'query' must be a non-empty question")
     return query
 
 
 def _request_fields() -> tuple[str, str, bool, bool | None, RetrievalLimits]:
     body = _json_body()
     if not isinstance(body, dict):
-        raise HttpError(400, "the body must be a JSON object: {\"query\": \"...\", \"collection\": \"default\", ...}")
+        raise BadRequest("the body must be a JSON object: {\"query\": \"...\", \"collection\": \"default\", ...}")
     unknown = sorted(set(body) - FIELDS)
     if unknown:
-        raise HttpError(400, f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(FIELDS))}")
+        raise BadRequest(f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(FIELDS))}")
     query = _question(body)
     collection = _field(body, "collection", str, current_config().default_collection)
     explainable = _field(body, "explainable", bool, True)
     streaming = _field(body, "streaming", bool, None)
     limits = RetrievalLimits()
-    for name, (low, high) in LIMIT_RANGES.items():
-        value = _field(body, name, int, getattr(limits, name))
-        if not low <= value <= high:
-            raise HttpError(400, f"field '{name}' must be between {low} and {high}, got {value}")
-        setattr(limits, name, value)
+    for name in RetrievalLimits.RANGES:
+        setattr(limits, name, _field(body, name, int, getattr(limits, name)))
+    try:
+        limits.check()
+    except ValueError as error:
+        raise BadRequest(f"field {error}") from None
     try:
         known = current_store().has_collection(collection)
     except ValueError as exc:
-        raise HttpError(400, str(exc)) from None
+        raise BadRequest(str(exc)) from None
     if not known:
-        raise HttpError(404, f"no collection {collection!r}")
+        raise NotFound(f"no collection {collection!r}")
     return query, collection, explainable, streaming, limits
 
 
@@ -143,7 +148,7 @@ def graph_rag() -> Response:
     read_only = current_config().read_only
     media = negotiate(accept, [SSE, NDJSON]) if streaming else JSON
     if media is None:
-        raise HttpError(406, f"a streamed answer is sent as {SSE} or {NDJSON}; or set \"streaming\": false")
+        raise NotAcceptable(f"a streamed answer is sent as {SSE} or {NDJSON}; or set \"streaming\": false")
     app = current_app._get_current_object()
     slot = _answer_slot(app)
     try:
@@ -182,18 +187,19 @@ def _frames(messages: Iterator[GraphRagResponse], sse: bool, keepalive_s: float)
 
 
 def _collect(messages: Iterator[GraphRagResponse]) -> dict:
-    """``{"answer", "session", "explain_ids", "explain_collection", "error"}`` of a whole run."""
-    pieces, explain_ids, collection, error = [], [], None, None
+    """``{"answer", "session", "explain_ids", "explain_kinds", "explain_collection", "error"}`` of a whole run."""
+    pieces, explains, collection, error = [], [], None, None
     for message in messages:
         if message.explain_id:
-            explain_ids.append(message.explain_id)
+            explains.append(message)
             collection = message.explain_collection
         if message.message_type == "chunk" and message.response:
             pieces.append(message.response)
         if message.error:
             error = message.error
-    session = next((i for i in explain_ids if i.startswith(vocab.session_iri("").value)), None)
-    return {"answer": "".join(pieces), "session": session, "explain_ids": explain_ids,
+    session = next((m.explain_id for m in explains if m.explain_kind == "session"), None)
+    return {"answer": "".join(pieces), "session": session, "explain_ids": [m.explain_id for m in explains],
+            "explain_kinds": [m.explain_kind for m in explains],
             "explain_collection": collection, "error": error}
 
 
@@ -203,107 +209,55 @@ EXPLAIN_RDF = {m: GRAPH_MEDIA[m] for m in ("text/turtle", "application/trig", "a
                                             "application/n-quads")}
 
 
-def _iri_parameter(name: str) -> NamedNode:
-    value = request.args.get(name)
-    if not value:
-        raise HttpError(400, f"missing parameter '{name}' (an IRI)")
-    try:
-        return NamedNode(value)
-    except ValueError as error:
-        raise HttpError(400, f"'{name}' is not an IRI: {error}") from None
-
-
-def _int_parameter(name: str, default: int, low: int, high: int) -> int:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise HttpError(400, f"'{name}' must be an integer, got {raw!r}") from None
-    if not low <= value <= high:
-        raise HttpError(400, f"'{name}' must be between {low} and {high}, got {value}")
-    return value
-
-
 def _session_quads(trace: dict) -> list[Quad]:
     """Every explainability triple of the session, plus the answer text from the librarian."""
     store = current_store()
     graph = store.explain_graph
     subjects = [trace[k] for k in ("session", "retrieval", "selection", "answer") if trace.get(k)]
     if trace.get("selection"):
-        subjects += [q.object.value for q in store.raw.quads_for_pattern(
-            NamedNode(trace["selection"]), vocab.TG.selectedEdge, None, graph)]
-    quads = [q for s in subjects for q in store.raw.quads_for_pattern(NamedNode(s), None, None, graph)]
+        subjects += [q.object.value for q in store.quads(NamedNode(trace["selection"]), vocab.TG.selectedEdge,
+                                                         graph=graph)]
+    quads = [q for s in subjects for q in store.quads(NamedNode(s), graph=graph)]
     session_id = vocab.session_id_of(trace["session"])
     if session_id:
-        quads += store.raw.quads_for_pattern(vocab.answer_document_iri(session_id), None, None,
-                                             vocab.LIBRARIAN_GRAPH)
+        quads += store.quads(vocab.answer_document_iri(session_id), graph=vocab.LIBRARIAN_GRAPH)
     return quads
 
 
 @blueprint.route("/api/explain", methods=["GET"])
 def explain() -> Response:
     """The trace of the session that ``id`` belongs to: JSON, or its triples as RDF by Accept."""
-    iri = _iri_parameter("id")
+    iri = iri_parameter("id")
     trace = read_trace(current_store(), iri.value)
     if trace is None:
-        raise HttpError(404, f"no GraphRAG session for <{iri.value}>")
+        raise NotFound(f"no GraphRAG session for <{iri.value}>")
     accept = request.headers.get("Accept")
     media = negotiate(accept, [JSON, *EXPLAIN_RDF])
     if media is None:
-        raise HttpError(406, "the trace is available as " + ", ".join([JSON, *EXPLAIN_RDF]))
+        raise NotAcceptable("the trace is available as " + ", ".join([JSON, *EXPLAIN_RDF]))
     if media == JSON:
         return jsonify(trace)
-    return graph_response(_session_quads(trace), media, EXPLAIN_RDF)
+    return rdf_response(_session_quads(trace), media, EXPLAIN_RDF)
 
 
 @blueprint.route("/api/sessions", methods=["GET"])
 def sessions() -> Response:
     """Sessions newest first, paged by ``limit`` (1..500, default 20) and ``offset``."""
-    limit = _int_parameter("limit", 20, 1, 500)
-    offset = _int_parameter("offset", 0, 0, 10**9)
+    limit = int_parameter("limit", 20, 1, 500)
+    offset = int_parameter("offset", 0, 0, MAX_SESSION_OFFSET)
     return jsonify(sessions=list_sessions(current_store(), limit=limit, offset=offset), limit=limit, offset=offset)
 
 
 @blueprint.route("/api/documents", methods=["GET"])
 def documents() -> Response:
     """The librarian content (document, page, chunk or answer text) of ``id`` as text."""
-    iri = _iri_parameter("id")
-    content = next(current_store().raw.quads_for_pattern(iri, vocab.TG.content, None, vocab.LIBRARIAN_GRAPH), None)
-    if content is None:
-        raise HttpError(404, f"no librarian content for <{iri.value}>")
-    return Response(content.object.value, content_type="text/plain; charset=utf-8")
+    iri = iri_parameter("id")
+    text = current_store().librarian_text(iri)
+    if text is None:
+        raise NotFound(f"no librarian content for <{iri.value}>")
+    return Response(text, content_type="text/plain; charset=utf-8")
 
 
 @blueprint.route("/api/collections", methods=["GET"])
 def collections() -> Response:
     return jsonify(collections=current_store().collections())
-
-
-# --- linked data ----------------------------------------------------------------------------------
-
-RESOURCE_MEDIA = {"application/trig": RdfFormat.TRIG, **GRAPH_MEDIA}
-
-
-@blueprint.route("/resource", methods=["GET"])
-def resource() -> Response | str:
-    """Every quad with ``iri`` as subject or object, in every graph; TriG by default.
-
-    A client that prefers HTML gets the console's view (``console.resource_html``).
-    """
-    iri = _iri_parameter("iri")
-    accept = request.headers.get("Accept")
-    if prefers(accept, "text/html", list(RESOURCE_MEDIA)):
-        return resource_html(iri)
-    raw = current_store().raw
-    limit = current_config().max_result_rows
-    outgoing = raw.quads_for_pattern(iri, None, None, None)
-    incoming = (q for q in raw.quads_for_pattern(None, None, iri, None) if q.subject != iri)
-    quads = list(islice(chain(outgoing, incoming), limit + 1))
-    if len(quads) > limit:
-        raise HttpError(422, f"<{iri.value}> has more than {limit} triples (GLASSGRAPH_MAX_ROWS); use /sparql")
-    if not quads:
-        raise HttpError(404, f"nothing is known about <{iri.value}>")
-    return graph_response(quads, accept, RESOURCE_MEDIA)
-

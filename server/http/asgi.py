@@ -28,7 +28,7 @@ from typing import Any
 
 from uvicorn_worker import UvicornWorker
 
-from server.http.errors import error_type
+from server.errors import ContentTooLarge, GlassgraphError, RequestTimeout
 
 log = logging.getLogger("glassgraph.http")
 
@@ -54,14 +54,6 @@ class Worker(UvicornWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.config.limit_concurrency = self.cfg.worker_connections
-
-
-class _Refused(Exception):
-    """The body cannot be accepted: answered ``status`` before the app sees the request."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 class _ClientGone(Exception):
@@ -96,18 +88,18 @@ class WsgiBridge:
             return await asyncio.wait_for(self._read_body(scope, receive), self.body_timeout_s)
         except _ClientGone:
             return None
-        except _Refused as refusal:
+        except ContentTooLarge as refusal:
             await _refuse(refusal, receive, send)
         except asyncio.TimeoutError:
-            message = f"request body not received within {self.body_timeout_s:g} s (GLASSGRAPH_BODY_TIMEOUT)"
-            await _refuse(_Refused(408, message), receive, send)
+            await _refuse(RequestTimeout(f"request body not received within {self.body_timeout_s:g} s "
+                                         "(GLASSGRAPH_BODY_TIMEOUT)"), receive, send)
         return None
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
-        """The whole body, counted as it arrives; ``_Refused`` past the limit, before reading on."""
+        """The whole body, counted as it arrives; ``ContentTooLarge`` past the limit, before reading on."""
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise self._too_large()
+            raise ContentTooLarge.over_limit(self.max_body_bytes)
         body = bytearray()
         while True:
             message = await receive()
@@ -115,13 +107,9 @@ class WsgiBridge:
                 raise _ClientGone
             body += message.get("body", b"")
             if len(body) > self.max_body_bytes:
-                raise self._too_large()
+                raise ContentTooLarge.over_limit(self.max_body_bytes)
             if not message.get("more_body", False):
                 return bytes(body)
-
-    def _too_large(self) -> _Refused:
-        return _Refused(413, f"request body larger than the limit of {self.max_body_bytes} bytes "
-                             "(GLASSGRAPH_MAX_BODY); nothing of it was applied")
 
     async def _respond(self, scope: Scope, body: bytes, send: Send, gone: asyncio.Event) -> None:
         """Run the app in the pool and send its response; an error before the headers is a JSON 500."""
@@ -132,7 +120,7 @@ class WsgiBridge:
         except Exception:
             log.exception("error serving %s %s", scope["method"], scope["path"])
             if not response.start.sent:
-                await _send_json(send, 500, "internal error; see the server log")
+                await _send_json(send, GlassgraphError("internal error; see the server log"))
             # else the response stays incomplete and uvicorn closes the connection: the client sees it cut
         finally:
             if not response.closed:
@@ -235,10 +223,10 @@ async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
     gone.set()
 
 
-async def _refuse(refusal: _Refused, receive: Receive, send: Send) -> None:
+async def _refuse(refusal: GlassgraphError, receive: Receive, send: Send) -> None:
     """Answer at once and close; meanwhile drop what the client still sends, for up to ``LINGER_S``,
     so that a client still sending its body can read the answer instead of a reset connection."""
-    await _send_json(send, refusal.status, refusal.message, more_body=True)
+    await _send_json(send, refusal, more_body=True)
     try:
         await asyncio.wait_for(_drop_body(receive), LINGER_S)
     except asyncio.TimeoutError:
@@ -251,12 +239,12 @@ async def _drop_body(receive: Receive) -> None:
         pass
 
 
-async def _send_json(send: Send, status: int, message: str, more_body: bool = False) -> None:
+async def _send_json(send: Send, error: GlassgraphError, more_body: bool = False) -> None:
     """The app's error shape, ``{"error": {"type", "message"}}``; the connection closes after it."""
-    body = json.dumps({"error": {"type": error_type(status), "message": message}}).encode()
+    body = json.dumps({"error": error.to_dict()}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               (b"connection", b"close")]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+               (b"x-content-type-options", b"nosniff"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": more_body})
 
 

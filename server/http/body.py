@@ -12,20 +12,15 @@ from urllib.parse import parse_qsl
 
 from flask import Flask, request
 
-from server.http.errors import HttpError
+from server.errors import BadRequest, ContentTooLarge
 
 _READ_SIZE = 64 * 1024
-
-
-def _too_large(limit: int) -> HttpError:
-    return HttpError(413, f"request body larger than the limit of {limit} bytes (GLASSGRAPH_MAX_BODY); "
-                          "nothing of it was applied")
 
 
 def _read_framed(stream: io.RawIOBase, length: int | None, limit: int) -> bytes:
     """Exactly ``length`` bytes, or until the stream ends when the length is unknown (chunked)."""
     if length is not None and length > limit:
-        raise _too_large(limit)
+        raise ContentTooLarge.over_limit(limit)
     wanted = length if length is not None else limit + 1
     parts, received = [], 0
     while received < wanted:
@@ -35,7 +30,7 @@ def _read_framed(stream: io.RawIOBase, length: int | None, limit: int) -> bytes:
         parts.append(part)
         received += len(part)
     if received > limit:
-        raise _too_large(limit)
+        raise ContentTooLarge.over_limit(limit)
     return b"".join(parts)
 
 
@@ -52,7 +47,7 @@ def install_whole_body_reading(app: Flask) -> None:
         try:
             length = None if chunked else int(declared)
         except ValueError:
-            raise HttpError(400, f"Content-Length is not a number: {declared!r}") from None
+            raise BadRequest(f"Content-Length is not a number: {declared!r}") from None
         body = _read_framed(environ["wsgi.input"], length, app.config["MAX_CONTENT_LENGTH"])
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -69,7 +64,7 @@ def form_fields(raw: bytes) -> dict[str, list[str]]:
     try:
         pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, encoding="utf-8", errors="strict")
     except UnicodeDecodeError:
-        raise HttpError(400, "form or query-string parameters must be UTF-8 (percent-encoded UTF-8 bytes); "
+        raise BadRequest("form or query-string parameters must be UTF-8 (percent-encoded UTF-8 bytes); "
                              "these are not") from None
     fields: dict[str, list[str]] = {}
     for name, value in pairs:

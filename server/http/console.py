@@ -1,20 +1,27 @@
-"""The web console: server-rendered pages over the store and the explain traces.
+"""The web console: server-rendered pages over the store and the explain traces, and
+``/resource`` (linked data: the HTML page for browsers, RDF by negotiation for everyone else).
 
 Pages show data without JavaScript; ``static/*.js`` adds the live parts (running SPARQL
-queries, streaming GraphRAG answers). ``resource_html`` is the HTML view of ``/resource``.
+queries, streaming GraphRAG answers).
 """
 from __future__ import annotations
 
-from flask import Blueprint, render_template, request
+from itertools import chain, islice
+
+from flask import Blueprint, Response, render_template, request
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse
-from werkzeug.exceptions import BadRequest, NotFound
 
 from server import vocab
+from server.errors import BadRequest, LimitExceeded, NotFound
 from server.explain.provenance import node_name, source_chains_many
-from server.explain.trace import list_sessions, read_trace
+from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace
 from server.http.context import current_config, current_store
-from server.labels import store_labels
+from server.http.negotiation import GRAPH_MEDIA, prefers
+from server.http.params import iri_parameter
+from server.http.responses import rdf_response
+from server.labels import local_name, store_labels
 from server.rag.retrieval import RetrievalLimits
+from server.sparql_templates import template_limit
 
 blueprint = Blueprint("console", __name__)
 
@@ -25,8 +32,8 @@ EXAMPLE_QUESTIONS = (
     "What currency does Brazil use?",
 )
 SESSIONS_PER_PAGE = 20
-MAX_PAGE = 10**9 // SESSIONS_PER_PAGE  # the offset stays within /api/sessions' bound
-EDGE_LIMIT = 500  # the LIMIT written in sparql/console_resource_{out,in}.rq
+MAX_PAGE = MAX_SESSION_OFFSET // SESSIONS_PER_PAGE
+EDGE_LIMIT = template_limit("console_resource_out")  # the edges of each direction a resource page lists
 DEFAULT_QUERY = """SELECT ?country ?capital WHERE {
   GRAPH ?g { ?country r:capital ?capital }
 }
@@ -86,7 +93,7 @@ def _trace_view(trace: dict) -> dict:
         terms = (triple.subject, triple.predicate, triple.object)
         views = [term_view(t) for t in terms]
         for view, label in zip(views, edge["labels"], strict=True):
-            if view["kind"] == "iri" and label != view["iri"]:
+            if view["kind"] == "iri" and label != local_name(view["iri"]):  # an unlabelled IRI keeps its short form
                 view.update(text=label, labeled=True)
         edges.append({**edge, "terms": views})
     return {**trace, "edges": edges}
@@ -130,8 +137,7 @@ def trace() -> str:
     return render_template("trace.html", trace=_trace_or_404(request.args.get("id")))
 
 
-_STAGES = {"session": vocab.session_iri("").value, "retrieval": vocab.retrieval_iri("").value,
-           "selection": vocab.selection_iri("").value, "answer": vocab.answer_iri("").value}
+_STAGES = ("session", "retrieval", "selection", "answer")
 
 
 @blueprint.get("/console/trace/part")
@@ -141,9 +147,9 @@ def trace_part() -> str:
     ``id`` is the IRI an explain event carried (session, retrieval, selection or answer).
     """
     iri = request.args.get("id", "")
-    kind = next((k for k, prefix in _STAGES.items() if iri.startswith(prefix)), None)
-    if kind is None:
-        raise BadRequest(f"not an explain IRI: {iri!r}")
+    kind = vocab.explain_kind(iri)
+    if kind not in _STAGES:
+        raise BadRequest(f"not the IRI of a session, retrieval, selection or answer: {iri!r}")
     return render_template("partials/trace_part.html", kind=kind, trace=_trace_or_404(iri))
 
 
@@ -156,6 +162,28 @@ def sessions() -> str:
     rows = list_sessions(current_store(), limit=SESSIONS_PER_PAGE + 1, offset=(number - 1) * SESSIONS_PER_PAGE)
     return render_template("sessions.html", sessions=rows[:SESSIONS_PER_PAGE], page=number,
                            per_page=SESSIONS_PER_PAGE, has_next=len(rows) > SESSIONS_PER_PAGE)
+
+
+RESOURCE_MEDIA = {"application/trig": RdfFormat.TRIG, **GRAPH_MEDIA}
+
+
+@blueprint.get("/resource")
+def resource() -> Response | str | tuple[str, int]:
+    """Every quad with ``iri`` as subject or object, in every graph: TriG by default, the page for
+    a client that prefers HTML."""
+    iri = iri_parameter("iri")
+    accept = request.headers.get("Accept")
+    if prefers(accept, "text/html", list(RESOURCE_MEDIA)):
+        return resource_html(iri)
+    store, limit = current_store(), current_config().max_result_rows
+    outgoing = store.quads(subject=iri)
+    incoming = (q for q in store.quads(obj=iri) if q.subject != iri)
+    quads = list(islice(chain(outgoing, incoming), limit + 1))
+    if len(quads) > limit:
+        raise LimitExceeded(f"<{iri.value}> has more than {limit} triples (GLASSGRAPH_MAX_ROWS); use /sparql")
+    if not quads:
+        raise NotFound(f"nothing is known about <{iri.value}>")
+    return rdf_response(quads, accept, RESOURCE_MEDIA)
 
 
 def resource_html(node: NamedNode) -> str | tuple[str, int]:
@@ -189,6 +217,7 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
         group["edges"].append({"p": term_view(row["p"], labels), "other": term_view(row[other], labels),
                                "subgraphs": sorted(subgraphs.get(fact, [])), "chains": chains.get(fact, [])})
     page = render_template("resource.html", iri=node.value, label=labels.get(node), limit=EDGE_LIMIT,
+                           explain_kind=vocab.explain_kind(node.value), has_text=store.librarian_text(node) is not None,
                            outgoing=list(groups["o"].values()), incoming=list(groups["s"].values()),
                            out_count=len(outgoing), in_count=len(incoming))
     return page if edges else (page, 404)

@@ -7,7 +7,7 @@ from flask import current_app, request
 from pyoxigraph import DefaultGraph, NamedNode
 
 from server.config import Config
-from server.http.errors import HttpError
+from server.errors import Forbidden, Unauthorized
 from server.http.query_workers import QueryWorkers
 from server.store import GraphStore
 
@@ -32,7 +32,7 @@ def notify_written(graph: NamedNode | DefaultGraph | None = None) -> None:
     invalidation is lazy, so this costs nothing until the next lookup.
     """
     store = current_store()
-    graphs = store.raw.named_graphs() if graph is None else [graph]
+    graphs = store.named_graphs() if graph is None else [graph]
     for name in graphs:
         collection = store.collection_of(name) if isinstance(name, NamedNode) else None
         if collection is not None:
@@ -47,13 +47,13 @@ def require_write_access() -> None:
     """
     config = current_config()
     if config.read_only:
-        raise HttpError(403, "this server is read-only (GLASSGRAPH_READ_ONLY): writes are disabled")
+        raise Forbidden("this server is read-only (GLASSGRAPH_READ_ONLY): writes are disabled")
     if not config.token:
-        raise HttpError(403, "writes are disabled: no GLASSGRAPH_TOKEN is configured")
+        raise Forbidden("writes are disabled: no GLASSGRAPH_TOKEN is configured")
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
-        raise HttpError(401, "writes need the header 'Authorization: Bearer <token>'",
+        raise Unauthorized("writes need the header 'Authorization: Bearer <token>'",
                         {"WWW-Authenticate": 'Bearer realm="glassgraph"'})
     if not hmac.compare_digest(given.strip().encode(), config.token.encode()):
-        raise HttpError(403, "wrong bearer token", {"WWW-Authenticate": 'Bearer realm="glassgraph", '
+        raise Forbidden("wrong bearer token", {"WWW-Authenticate": 'Bearer realm="glassgraph", '
                                                                          'error="invalid_token"'})

@@ -12,14 +12,12 @@ import uuid
 from itertools import islice
 
 from flask import Blueprint, Response, request, url_for
-from pyoxigraph import BlankNode, DefaultGraph, NamedNode, RdfFormat, Triple, parse
+from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Triple, parse
 
-from server import vocab
+from server.errors import BadRequest, LimitExceeded, NotFound, UnsupportedMediaType
 from server.http.context import current_config, current_store, notify_written, require_write_access
-from server.http.errors import HttpError
-from server.http.negotiation import GRAPH_MEDIA, negotiate
-from server.http.sparql_eval import rdf_content_type
-from server.sparql_templates import Term, render_term
+from server.http.negotiation import GRAPH_MEDIA
+from server.http.rdf_output import choose_format, has_triple_term, rdf_content_type
 
 blueprint = Blueprint("graph_store", __name__)
 
@@ -29,26 +27,13 @@ def _target() -> NamedNode | DefaultGraph:
     graphs = request.args.getlist("graph")
     default = "default" in request.args
     if default == bool(graphs) or len(graphs) > 1:
-        raise HttpError(400, "name exactly one graph: ?graph=<IRI> or ?default")
+        raise BadRequest("name exactly one graph: ?graph=<IRI> or ?default")
     if default:
         return DefaultGraph()
     try:
         return NamedNode(graphs[0])
     except ValueError as error:
-        raise HttpError(400, f"graph: not an absolute IRI ({error})") from None
-
-
-def _exists(graph: NamedNode | DefaultGraph) -> bool:
-    return isinstance(graph, DefaultGraph) or current_store().raw.contains_named_graph(graph)
-
-
-def _render(term: Term | BlankNode) -> str:
-    """A term of a request body, for INSERT DATA (blank nodes allowed)."""
-    return render_term(term, blank_nodes=True)
-
-
-def _graph_clause(graph: NamedNode | DefaultGraph) -> str:
-    return "DEFAULT" if isinstance(graph, DefaultGraph) else f"GRAPH {_render(graph)}"
+        raise BadRequest(f"graph: not an absolute IRI ({error})") from None
 
 
 def _read_body(graph: NamedNode | DefaultGraph) -> list[Triple]:
@@ -56,33 +41,21 @@ def _read_body(graph: NamedNode | DefaultGraph) -> list[Triple]:
     fmt = GRAPH_MEDIA.get(request.mimetype) or (RdfFormat.from_media_type(request.mimetype)
                                                 if request.mimetype else None)
     if fmt is None:
-        raise HttpError(415, f"unsupported Content-Type {request.mimetype or '(none)'}: send Turtle, N-Triples, "
+        raise UnsupportedMediaType(f"unsupported Content-Type {request.mimetype or '(none)'}: send Turtle, N-Triples, "
                              "RDF/XML, JSON-LD, TriG or N-Quads")
     base = graph.value if isinstance(graph, NamedNode) else request.base_url
     try:
         quads = list(parse(request.get_data(cache=False), format=fmt, base_iri=base))
     except (SyntaxError, ValueError) as error:
-        raise HttpError(400, f"the body is not valid {fmt.name}: {error}; nothing was written") from None
+        raise BadRequest(f"the body is not valid {fmt.name}: {error}; nothing was written") from None
     if any(not isinstance(q.graph_name, DefaultGraph) for q in quads):
-        raise HttpError(400, "a graph body must hold triples only, not named graphs; nothing was written")
+        raise BadRequest("a graph body must hold triples only, not named graphs; nothing was written")
     return [q.triple for q in quads]
 
 
 def _write(graph: NamedNode | DefaultGraph, triples: list[Triple], replace: bool) -> Response:
-    """Replace or merge ``triples`` in one atomic update; 201 if the graph is new, else 204."""
-    store = current_store()
-    operations = []
-    if replace:
-        operations.append(f"CLEAR SILENT {_graph_clause(graph)}")
-    if isinstance(graph, NamedNode):
-        operations.append(f"CREATE SILENT GRAPH {_render(graph)}")
-    if triples:
-        body = "\n".join(f"{_render(t.subject)} {_render(t.predicate)} {_render(t.object)} ." for t in triples)
-        operations.append(f"INSERT DATA {{ GRAPH {_render(graph)} {{\n{body}\n}} }}" if isinstance(graph, NamedNode)
-                          else f"INSERT DATA {{\n{body}\n}}")
-    with store.writing() as raw:
-        created = not _exists(graph)
-        raw.update(" ;\n".join(operations))
+    """Replace or merge ``triples`` in one transaction; 201 if the graph is new, else 204."""
+    created = current_store().write_graph(graph, triples, replace)
     notify_written(graph)
     return Response(status=201 if created else 204)
 
@@ -91,40 +64,25 @@ def _write(graph: NamedNode | DefaultGraph, triples: list[Triple], replace: bool
 def get_graph() -> Response:
     """GET / HEAD: the graph as RDF by negotiation; 404 for a named graph that does not exist.
 
-    Written by the store itself (no Python object per triple), after checking that the graph is
-    within ``GLASSGRAPH_MAX_ROWS`` (counting stops at the limit, so a huge graph costs no more than
-    a full one). JSON-LD steps aside when the graph holds triple terms, as in ``sparql_eval.graph_body``.
+    Written by the store itself (no Python object per triple), after a look at the graph that stops
+    past ``GLASSGRAPH_MAX_ROWS`` (422) and sees whether it holds triple terms (no JSON-LD then).
     """
     graph = _target()
-    if not _exists(graph):
-        raise HttpError(404, f"no graph <{graph.value}> in this store")
-    _check_size(graph)
-    accept = request.headers.get("Accept")
-    offers = list(GRAPH_MEDIA)
-    while True:
-        chosen = negotiate(accept, offers)
-        if chosen is None:
-            raise HttpError(406, "no acceptable format for this graph; available: " + ", ".join(offers)
-                            + (" (JSON-LD cannot carry its RDF 1.2 triple terms)" if len(offers) < len(GRAPH_MEDIA)
-                               else ""))
-        fmt = GRAPH_MEDIA[chosen]
-        try:
-            body = current_store().raw.dump(format=fmt, from_graph=graph, prefixes=vocab.PREFIXES if fmt in (
-                RdfFormat.TURTLE, RdfFormat.TRIG) else None)
-        except OSError:
-            if fmt != RdfFormat.JSON_LD:
-                raise
-            offers = [m for m in offers if GRAPH_MEDIA[m] != RdfFormat.JSON_LD]
-            continue
-        return Response(body, content_type=rdf_content_type(fmt))
+    if not current_store().has_graph(graph):
+        raise NotFound(f"no graph <{graph.value}> in this store")
+    fmt = choose_format(request.headers.get("Accept"), _has_triple_terms_within_limit(graph))
+    return Response(current_store().dump(None, fmt, graph), content_type=rdf_content_type(fmt))
 
 
-def _check_size(graph: NamedNode | DefaultGraph) -> None:
+def _has_triple_terms_within_limit(graph: NamedNode | DefaultGraph) -> bool:
     limit = current_config().max_result_rows
-    quads = current_store().raw.quads_for_pattern(None, None, None, graph)
-    if sum(1 for _ in islice(quads, limit + 1)) > limit:
-        raise HttpError(422, f"the graph has more than {limit} triples (GLASSGRAPH_MAX_ROWS): read it with "
-                             "/sparql and LIMIT/OFFSET, or export it with 'glassgraph dump'")
+    count, nested = 0, False
+    for quad in islice(current_store().quads(graph=graph), limit + 1):
+        count, nested = count + 1, nested or has_triple_term(quad)
+    if count > limit:
+        raise LimitExceeded(f"the graph has more than {limit} triples (GLASSGRAPH_MAX_ROWS): read it with "
+                            "/sparql and LIMIT/OFFSET, or export it with 'glassgraph dump'")
+    return nested
 
 
 @blueprint.route("/store", methods=["PUT"])
@@ -153,9 +111,7 @@ def delete_graph() -> Response:
     """DELETE: drop a named graph, or empty the default graph; 404 if the named graph does not exist."""
     require_write_access()
     graph = _target()
-    with current_store().writing() as raw:
-        if not _exists(graph):
-            raise HttpError(404, f"no graph <{graph.value}> in this store")
-        raw.update("CLEAR DEFAULT" if isinstance(graph, DefaultGraph) else f"DROP GRAPH {_render(graph)}")
+    if not current_store().drop_graph(graph):
+        raise NotFound(f"no graph <{graph.value}> in this store")
     notify_written(graph)
     return Response(status=204)

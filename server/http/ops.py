@@ -7,7 +7,6 @@ import sys
 import time
 
 from flask import Blueprint, Flask, Response, g, jsonify, request
-from pyoxigraph import NamedNode
 
 from server.http.context import current_store
 
@@ -23,8 +22,7 @@ def healthz() -> Response:
     """
     store = current_store()
     try:
-        collections = sum(1 for graph in store.raw.named_graphs()
-                          if isinstance(graph, NamedNode) and store.collection_of(graph) is not None)
+        collections = sum(1 for graph in store.named_graphs() if store.collection_of(graph) is not None)
     except OSError as error:
         response = jsonify(ok=False, store=str(store.path or ":memory:"), error=str(error))
         response.status_code = 503

@@ -35,8 +35,9 @@ from pathlib import Path
 from pyoxigraph import Store
 
 from server.config import PROJECT_ROOT
-from server.http.errors import HttpError
-from server.http.sparql_eval import Answer, QueryTask, answer_query, deadline_exceeded
+from server.errors import Busy, GlassgraphError, LimitExceeded, StoreFailed, Unavailable
+from server.http.rdf_output import Answer
+from server.http.sparql_eval import QueryTask, answer_query, deadline_exceeded
 
 _START_TIMEOUT_S = 60.0
 WAITING_PER_WORKER = 4
@@ -66,10 +67,8 @@ class _Snapshot:
         """
         try:
             return answer_query(self._open(generation), task)
-        except HttpError as error:
-            if error.status != 500:
-                raise
-        self.store = None
+        except StoreFailed:
+            self.store = None
         return answer_query(self._open(generation), task)
 
     def _open(self, generation: int) -> Store:
@@ -85,11 +84,11 @@ class _Snapshot:
                 return self.store
             except (OSError, RuntimeError) as error:
                 failure = error
-        raise HttpError(503, f"the store could not be opened for reading: {failure}")
+        raise Unavailable(f"the store could not be opened for reading: {failure}")
 
 
 def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:
-    """A worker's loop: (generation, task) in, ("ok", Answer) or ("error", status, message, headers) out."""
+    """A worker's loop: (generation, task) in, ("ok", Answer) or ("error", GlassgraphError) out."""
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
@@ -102,8 +101,8 @@ def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes
             return
         try:
             replies.send(("ok", snapshot.answer(generation, task)))
-        except HttpError as error:
-            replies.send(("error", error.status, error.message, error.headers))
+        except GlassgraphError as error:
+            replies.send(("error", error))
 
 
 class _Worker:
@@ -127,7 +126,7 @@ class _Worker:
         self.tasks, self.replies = Connection(task_write, readable=False), Connection(reply_read, writable=False)
         if not self.replies.poll(_START_TIMEOUT_S):
             self.kill()
-            raise HttpError(503, "a query worker process did not start; try again")
+            raise Unavailable("a query worker process did not start; try again")
         self.replies.recv()
 
     def ask(self, generation: int, task: QueryTask, deadline_s: float) -> Answer:
@@ -142,12 +141,11 @@ class _Worker:
         except (EOFError, OSError):
             exit_code = self.process.wait(5)
             self.kill()
-            raise HttpError(422, f"the query stopped its worker process (exit code {exit_code}): it may have "
+            raise LimitExceeded(f"the query stopped its worker process (exit code {exit_code}): it may have "
                                  "used more memory than GLASSGRAPH_QUERY_MEMORY allows") from None
         if reply[0] == "ok":
             return reply[1]
-        _, status, message, headers = reply
-        raise HttpError(status, message, headers)
+        raise reply[1]
 
     @property
     def alive(self) -> bool:
@@ -186,7 +184,7 @@ class QueryWorkers:
             self._idle.put(worker if worker is not None and worker.alive else None)
 
     def _take(self) -> _Worker | None:
-        busy = HttpError(429, f"every query worker is busy (GLASSGRAPH_QUERY_WORKERS) and stayed busy or had "
+        busy = Busy(f"every query worker is busy (GLASSGRAPH_QUERY_WORKERS) and stayed busy or had "
                               f"too many queries waiting ({PATIENCE_S:g} s at most): try again shortly",
                          {"Retry-After": "5"})
         if self._closed or not self._waiting.acquire(blocking=False):

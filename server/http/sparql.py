@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from flask import Blueprint, Response, request
-from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple
+from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
+from server.errors import BadRequest, UnsupportedMediaType
 from server.http.body import form_fields
 from server.http.context import current_config, current_queries, current_store, notify_written, require_write_access
-from server.http.errors import HttpError
-from server.http.negotiation import GRAPH_MEDIA
-from server.http.sparql_eval import QueryTask, answer_query, evaluation_error, graph_body
+from server.http.responses import answer_response, rdf_response
+from server.http.sparql_eval import QueryTask, answer_query, evaluation_error
 from server.http.sparql_guard import add_using, check_user_sparql, has_dataset_clause
 from server.vocab import RDF, Namespace
 
@@ -58,12 +58,12 @@ def _iris(values: list[str], parameter: str) -> list[NamedNode]:
     try:
         return [NamedNode(value) for value in values]
     except ValueError as error:
-        raise HttpError(400, f"{parameter}: not an absolute IRI ({error})") from None
+        raise BadRequest(f"{parameter}: not an absolute IRI ({error})") from None
 
 
 def _single(values: list[str], name: str) -> str | None:
     if len(values) > 1:
-        raise HttpError(400, f"exactly one '{name}' parameter is allowed, got {len(values)}")
+        raise BadRequest(f"exactly one '{name}' parameter is allowed, got {len(values)}")
     return values[0] if values else None
 
 
@@ -71,7 +71,7 @@ def _body_text() -> str:
     try:
         return request.get_data(cache=False).decode("utf-8")
     except UnicodeDecodeError:
-        raise HttpError(400, "the request body is not valid UTF-8") from None
+        raise BadRequest("the request body is not valid UTF-8") from None
 
 
 def _operation(kind: str, text: str, params: dict[str, list[str]]) -> Operation:
@@ -85,7 +85,7 @@ def read_operation() -> Operation | None:
     args = form_fields(request.query_string)
     if request.method in ("GET", "HEAD"):
         if "update" in args:
-            raise HttpError(400, "updates must be sent with POST (SPARQL 1.1 Protocol section 2.2)")
+            raise BadRequest("updates must be sent with POST (SPARQL 1.1 Protocol section 2.2)")
         query = _single(args.get("query", []), "query")
         return None if query is None else _operation("query", query, args)
     mimetype = request.mimetype
@@ -95,13 +95,13 @@ def read_operation() -> Operation | None:
             params.setdefault(key, values)
         query, update = _single(params.get("query", []), "query"), _single(params.get("update", []), "update")
         if (query is None) == (update is None):
-            raise HttpError(400, "a form POST needs exactly one of the 'query' or 'update' parameters")
+            raise BadRequest("a form POST needs exactly one of the 'query' or 'update' parameters")
         return _operation("query", query, params) if query is not None else _operation("update", update, params)
     if mimetype == "application/sparql-query":
         return _operation("query", _body_text(), args)
     if mimetype == "application/sparql-update":
         return _operation("update", _body_text(), args)
-    raise HttpError(415, f"unsupported Content-Type {mimetype or '(none)'}: use application/sparql-query, "
+    raise UnsupportedMediaType(f"unsupported Content-Type {mimetype or '(none)'}: use application/sparql-query, "
                          "application/sparql-update or application/x-www-form-urlencoded")
 
 
@@ -125,13 +125,7 @@ def evaluate_query(operation: Operation) -> Response:
         answer = workers.run(task, store.generation, config.query_deadline_s)
     else:
         answer = answer_query(store.raw, replace(task, deadline_s=config.query_deadline_s))
-    return Response(answer.body, content_type=answer.content_type)
-
-
-def graph_response(items: list, accept: str | None, media: dict[str, RdfFormat] = GRAPH_MEDIA) -> Response:
-    """Triples or quads in the negotiated RDF format (see ``sparql_eval.graph_body``)."""
-    answer = graph_body(items, accept, media)
-    return Response(answer.body, content_type=answer.content_type)
+    return answer_response(answer)
 
 
 # --- update (protocol section 2.2) --------------------------------------------------------------
@@ -144,14 +138,13 @@ def evaluate_update(operation: Operation) -> Response:
     if operation.names_dataset:
         text = add_using(text, operation.default_graphs, operation.named_graphs)
     try:
-        with current_store().writing() as store:
-            store.update(text)
+        current_store().run_update(text)
     except SyntaxError as error:
-        raise HttpError(400, f"malformed update: {error}") from None
+        raise BadRequest(f"malformed update: {error}") from None
     except (OSError, RuntimeError) as error:
         if calls_remote:
             raise evaluation_error(error, calls_remote) from None
-        raise HttpError(400, f"the update failed and wrote nothing: {error}") from None
+        raise BadRequest(f"the update failed and wrote nothing: {error}") from None
     notify_written()
     return Response(status=204)
 
@@ -180,8 +173,7 @@ def service_description() -> Response:
     for name in ("SPARQL_Results_JSON", "SPARQL_Results_XML", "SPARQL_Results_CSV", "SPARQL_Results_TSV",
                  "Turtle", "N-Triples", "N-Quads", "TriG", "RDF_XML", "JSON-LD"):
         triples.append(Triple(service, SD.resultFormat, FORMATS[name]))
-    for named in current_store().raw.named_graphs():
-        if isinstance(named, NamedNode):
-            node = BlankNode()
-            triples += [Triple(dataset, SD.namedGraph, node), Triple(node, SD.name, named)]
-    return graph_response(triples, request.headers.get("Accept"))
+    for named in current_store().named_graphs():
+        node = BlankNode()
+        triples += [Triple(dataset, SD.namedGraph, node), Triple(node, SD.name, named)]
+    return rdf_response(triples, request.headers.get("Accept"))

@@ -10,10 +10,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from pyoxigraph import NamedNode, Quad, QueryBoolean, QuerySolutions, RdfFormat, Store, Triple, serialize
+from pyoxigraph import NamedNode, QueryBoolean, QuerySolutions, Store
 
-from server.http.errors import HttpError
-from server.http.negotiation import GRAPH_MEDIA, RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotiate
+from server.errors import BadRequest, GlassgraphError, LimitExceeded, RemoteFailed, StoreFailed
+from server.http.negotiation import RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotiate
+from server.http.rdf_output import Answer, not_acceptable, rdf_answer
 from server.http.results import write_boolean, write_solutions
 
 _DEADLINE_EVERY = 64  # rows between deadline checks (in-process evaluation only)
@@ -43,17 +44,11 @@ class QueryTask:
         object.__setattr__(self, "dataset_options", options)
 
 
-@dataclass(frozen=True)
-class Answer:
-    content_type: str
-    body: bytes
-
-
-def evaluation_error(error: Exception, calls_remote: bool) -> HttpError:
+def evaluation_error(error: Exception, calls_remote: bool) -> GlassgraphError:
     """An error raised while a query ran: the remote endpoint's fault (502) or a store failure (500)."""
     if calls_remote:
-        return HttpError(502, f"the remote SPARQL endpoint failed or answered something unreadable: {error}")
-    return HttpError(500, f"query evaluation failed: {error}")
+        return RemoteFailed(f"the remote SPARQL endpoint failed or answered something unreadable: {error}")
+    return StoreFailed(f"query evaluation failed: {error}")
 
 
 def answer_query(store: Store, task: QueryTask) -> Answer:
@@ -62,9 +57,9 @@ def answer_query(store: Store, task: QueryTask) -> Answer:
         result = store.query(task.text, **task.dataset_options)
         if isinstance(result, (QueryBoolean, QuerySolutions)):
             return _results_answer(result, task)
-        return graph_body(_pull(result, task, as_tuples=False), task.accept)
+        return rdf_answer(_pull(result, task, as_tuples=False), task.accept)
     except SyntaxError as error:
-        raise HttpError(400, f"malformed query: {error}") from None
+        raise BadRequest(f"malformed query: {error}") from None
     except (OSError, RuntimeError, ValueError) as error:
         raise evaluation_error(error, task.calls_remote) from None
 
@@ -87,7 +82,7 @@ def _pull(result: Iterator, task: QueryTask, as_tuples: bool) -> list:
     rows: list = []
     for item in result:
         if len(rows) >= task.max_rows:
-            raise HttpError(422, f"the result has more than {task.max_rows} rows (GLASSGRAPH_MAX_ROWS): "
+            raise LimitExceeded(f"the result has more than {task.max_rows} rows (GLASSGRAPH_MAX_ROWS): "
                                  "narrow the query or add LIMIT")
         if deadline is not None and len(rows) % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
             raise deadline_exceeded(task.deadline_s)
@@ -95,45 +90,6 @@ def _pull(result: Iterator, task: QueryTask, as_tuples: bool) -> list:
     return rows
 
 
-def deadline_exceeded(deadline_s: float | None) -> HttpError:
-    return HttpError(422, f"the query ran past its deadline of {deadline_s} s (GLASSGRAPH_DEADLINE) and was "
+def deadline_exceeded(deadline_s: float | None) -> GlassgraphError:
+    return LimitExceeded(f"the query ran past its deadline of {deadline_s} s (GLASSGRAPH_DEADLINE) and was "
                           "stopped")
-
-
-def not_acceptable(offers: list[str]) -> HttpError:
-    return HttpError(406, "none of the requested media types can be produced here; available: " + ", ".join(offers))
-
-
-def graph_body(items: list, accept: str | None, media: dict[str, RdfFormat] = GRAPH_MEDIA) -> Answer:
-    """Triples or quads in the negotiated RDF format (quads lose their graph in a triples format).
-
-    JSON-LD cannot carry RDF 1.2 triple terms: when ``items`` hold one, JSON-LD is taken out of the
-    offers, so the client gets its next acceptable format, or 406 if JSON-LD was the only one.
-    """
-    offers = list(media)
-    if any(_has_triple_term(item) for item in items):
-        offers = [m for m in offers if media[m] != RdfFormat.JSON_LD]
-    chosen = negotiate(accept, offers)
-    if chosen is None:
-        if negotiate(accept, list(media)) is not None:  # acceptable only as the JSON-LD taken out
-            raise HttpError(406, "JSON-LD cannot carry the RDF 1.2 triple terms in this result; accept Turtle, "
-                                 "TriG, N-Triples, N-Quads or RDF/XML")
-        raise not_acceptable(offers)
-    fmt = media[chosen]
-    if not fmt.supports_datasets:
-        items = [item.triple if isinstance(item, Quad) else item for item in items]
-    try:
-        body = serialize(items, format=fmt)
-    except (OSError, ValueError) as error:
-        raise HttpError(406, f"this result cannot be written as {fmt.name}: {error}") from None
-    return Answer(rdf_content_type(fmt), body)
-
-
-def rdf_content_type(fmt: RdfFormat) -> str:
-    media = fmt.media_type
-    return media + "; charset=utf-8" if media.startswith("text/") or media in (
-        "application/n-triples", "application/n-quads", "application/trig") else media
-
-
-def _has_triple_term(item: object) -> bool:
-    return any(isinstance(term, Triple) for term in (item.subject, item.object))  # type: ignore[attr-defined]

@@ -25,7 +25,7 @@ from urllib.parse import urljoin
 
 from pyoxigraph import NamedNode, Store
 
-from server.http.errors import HttpError
+from server.errors import BadRequest, Forbidden
 from server.sparql_templates import render_term
 
 _LEXER = re.compile(r"""
@@ -44,10 +44,6 @@ _OPENERS, _CLOSERS = frozenset("{(["), frozenset("})]")
 MAX_NESTING = 64  # brackets and '!' one inside another; pyoxigraph's parser crashes past ~2,000 '{'
 _NESTING_CHARS = re.compile(r"[{(\[!]")
 _UNICODE_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
-
-
-class GuardError(HttpError):
-    """The request is refused: ``status`` 400 (cannot be checked / conflicting) or 403 (not allowed)."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +145,7 @@ def check_nesting(text: str) -> list[Token] | None:
             else:
                 frames.append(0)
             if depth > MAX_NESTING:
-                raise GuardError(400, f"the request nests brackets or '!' more than {MAX_NESTING} levels deep, "
+                raise BadRequest(f"the request nests brackets or '!' more than {MAX_NESTING} levels deep, "
                                       "the most this server parses: refused without running it")
         elif token.value in _CLOSERS and len(frames) > 1:
             depth -= 1 + frames.pop()
@@ -170,22 +166,22 @@ def check_remote_calls(text: str, allow: Iterable[str], is_update: bool,
     for token, endpoint in genuine:
         keyword = token.value.upper()
         if endpoint is None:
-            raise GuardError(403, f"{keyword} needs a constant endpoint IRI on this server "
+            raise Forbidden(f"{keyword} needs a constant endpoint IRI on this server "
                                   "(a variable endpoint cannot be checked against GLASSGRAPH_SERVICE_ALLOW)")
         if endpoint not in allowed:
-            raise GuardError(403, f"{keyword} <{endpoint}> is refused: remote calls are disabled unless the "
+            raise Forbidden(f"{keyword} <{endpoint}> is refused: remote calls are disabled unless the "
                                   "endpoint is listed in GLASSGRAPH_SERVICE_ALLOW")
     keyword_starts = {token.start for token, _ in genuine}
     harmless = [m for m in occurrences if m.start() not in keyword_starts]
     if harmless:
         if is_update and genuine:
-            raise GuardError(400, "an update that calls LOAD or SERVICE may not also mention those words "
+            raise BadRequest("an update that calls LOAD or SERVICE may not also mention those words "
                                   "in strings, names or comments")
         chars = list(text)
         for match in harmless:
             chars[match.start()] = "X"  # SERVICE -> XERVICE, LOAD -> XOAD: no longer keywords
         if not _still_parses("".join(chars), is_update):
-            raise GuardError(400, "malformed request, or SERVICE/LOAD used in a way this server cannot "
+            raise BadRequest("malformed request, or SERVICE/LOAD used in a way this server cannot "
                                   "verify: refused without running it")
     return bool(genuine)
 
@@ -203,7 +199,7 @@ def add_using(text: str, default_graphs: Sequence[NamedNode], named_graphs: Sequ
     """
     tokens = tokenize(text)
     if any(token.is_word("USING", "WITH") for token in tokens):
-        raise GuardError(400, "using-graph-uri / using-named-graph-uri cannot be combined with USING or WITH "
+        raise BadRequest("using-graph-uri / using-named-graph-uri cannot be combined with USING or WITH "
                               "in the update")
     clause = " ".join([f"USING {render_term(g)}" for g in default_graphs]
                       + [f"USING NAMED {render_term(g)}" for g in named_graphs])
@@ -230,7 +226,7 @@ def add_using(text: str, default_graphs: Sequence[NamedNode], named_graphs: Sequ
 def _block_end(tokens: Sequence[Token], start: int) -> int:
     """Index of the ``}`` closing the ``{`` at ``tokens[start]``."""
     if start >= len(tokens) or tokens[start].value != "{":
-        raise GuardError(400, "malformed DELETE WHERE: expected '{'")
+        raise BadRequest("malformed DELETE WHERE: expected '{'")
     depth = 0
     for index in range(start, len(tokens)):
         if tokens[index].kind == "punct" and tokens[index].value == "{":
@@ -239,4 +235,4 @@ def _block_end(tokens: Sequence[Token], start: int) -> int:
             depth -= 1
             if depth == 0:
                 return index
-    raise GuardError(400, "malformed DELETE WHERE: unbalanced braces")
+    raise BadRequest("malformed DELETE WHERE: unbalanced braces")

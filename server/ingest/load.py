@@ -86,12 +86,12 @@ def load_file(store: GraphStore, path: str | Path, collection: str, progress: bo
     """
     path = Path(path)
     fmt = format_of(path)
-    before = len(store.raw)
+    before = len(store)
     with _reading(path, progress) as stream, store.writing() as writer:
         writer.load(stream, format=fmt, to_graph=vocab.collection_graph(collection))
     store.flush()
     store.notify_loaded(collection)
-    return len(store.raw) - before
+    return len(store) - before
 
 
 def build_store(target: str | Path, path: str | Path, collection: str, progress: bool = True) -> int:

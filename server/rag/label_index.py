@@ -12,52 +12,27 @@ label per labelled term, which the retriever uses to label edges without a query
 """
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
-import unicodedata
 
 from pyoxigraph import Literal, NamedNode
 
 from server import vocab
 from server.labels import label_preference
-from server.rag.words import terms
+from server.rag.text import RANKING_STOPWORDS, normalize, symbols, terms, words
 from server.store import GraphStore
 
 MAX_NGRAM = 12  # the longest label, in words, that an exact n-gram match considers
 MAX_TOKENS = 64  # question words the ranked (FTS) stage searches for
 MAX_FOCUS = 8  # relations a question may name ("capital", "borders") that traversal reads first
 _BATCH = 500  # sqlite parameters per statement
-_NON_WORD = re.compile(r"[^\w]+|_")
-# Tokens too common to rank with; used only by the FTS stage (exact matches still see them).
-_STOPWORDS = frozenset(
-    "a an and are as at be by did do does for from has have in is it of on or that the their this to "
-    "was were what when where which who whom whose why with how".split())
 
 
-def normalize_words(text: str) -> list[str]:
-    """Casefolded words without accents or punctuation: ``"Gert Fröbe!"`` -> ``["gert", "frobe"]``."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return _NON_WORD.sub(" ", stripped.casefold()).split()
-
-
-def normalize(text: str) -> str:
-    """A label's key: its normalized words joined by spaces; a label of punctuation only (a film
-    called ``$``) keeps its symbols, casefolded."""
-    return " ".join(normalize_words(text)) or " ".join(text.casefold().split())
-
-
-def _symbol_words(question: str) -> list[str]:
-    """The question's whitespace-separated pieces without a letter or digit, e.g. ``$``."""
-    return [piece.casefold() for piece in question.split() if not normalize_words(piece)]
-
-
-def _ngrams(words: list[str], longest: int) -> list[str]:
-    """Every n-gram of ``words`` up to ``longest`` words, longest first, then left to right."""
+def _ngrams(folded: list[str], longest: int) -> list[str]:
+    """Every n-gram of ``folded`` words up to ``longest`` words, longest first, then left to right."""
     grams: list[str] = []
-    for size in range(min(longest, len(words)), 0, -1):
-        grams.extend(" ".join(words[i:i + size]) for i in range(len(words) - size + 1))
+    for size in range(min(longest, len(folded)), 0, -1):
+        grams.extend(" ".join(folded[i:i + size]) for i in range(len(folded) - size + 1))
     return grams
 
 
@@ -189,10 +164,10 @@ class LabelIndex:
         if limit <= 0:
             return [], []
         index = self._index(collection)
-        words = normalize_words(question)
-        tokens = list(dict.fromkeys(w for w in words if w not in _STOPWORDS))
+        folded = words(question)
+        tokens = list(dict.fromkeys(w for w in folded if w not in RANKING_STOPWORDS))
         with index.lock:
-            exact = list(dict.fromkeys(index.exact(_ngrams(words, index.longest) + _symbol_words(question))))[:limit]
+            exact = list(dict.fromkeys(index.exact(_ngrams(folded, index.longest) + symbols(question))))[:limit]
             ranked: list[str] = []
             if len(exact) < limit:
                 seen = set(exact)

@@ -1,5 +1,8 @@
-"""LLM providers for edge selection and answer synthesis: ``openai`` (any OpenAI-compatible endpoint)
-and ``offline`` (deterministic, no network, see ``server.rag.offline``)."""
+"""What the pipeline asks of an LLM: the provider protocol, its error, and the prompts.
+
+Providers: ``offline`` (deterministic, no network, ``server.rag.offline``) and ``openai`` (any
+OpenAI-compatible endpoint, ``server.rag.openai_llm``); ``server.rag.providers`` picks one by name.
+"""
 from __future__ import annotations
 
 import json
@@ -9,12 +12,11 @@ from typing import Protocol
 
 import jinja2
 
-from server.config import TEMPLATES_DIR, Config
-from server.rag.offline import OfflineLLM
+from server.config import TEMPLATES_DIR
 
 MAX_SELECTED_EDGES = 10  # what the selection prompt asks the LLM for at most
 
-Edge = tuple[str, str, str]
+Edge = tuple[str, str, str]  # an edge as the LLM sees it: the labels of subject, predicate and object
 
 
 class LLMError(RuntimeError):
@@ -50,14 +52,3 @@ def _prompts() -> jinja2.Environment:
 def render_prompt(name: str, **params: object) -> str:
     """Render ``templates/prompts/{name}.j2``; a missing parameter is an error, not an empty string."""
     return _prompts().get_template(f"{name}.j2").render(**params)
-
-
-def make_llm(config: Config) -> LLM:
-    """The provider named by ``config.llm``: ``offline`` or ``openai``."""
-    if config.llm == "offline":
-        return OfflineLLM()
-    if config.llm == "openai":
-        from server.rag.openai_llm import OpenAILLM  # the openai package takes seconds to import
-
-        return OpenAILLM(config)
-    raise ValueError(f"unknown LLM provider {config.llm!r} (GLASSGRAPH_LLM): use 'offline' or 'openai'")

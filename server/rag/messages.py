@@ -1,4 +1,4 @@
-"""The message schema of the GraphRAG stream (DESIGN.md section 4)."""
+"""The message schema of the GraphRAG stream (docs/architecture.md, 'Message schema')."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -15,6 +15,7 @@ class GraphRagResponse:
     end_of_session: bool = False
     explain_id: str | None = None
     explain_collection: str | None = None
+    explain_kind: str | None = None  # "session" | "retrieval" | "selection" | "answer": clients need not parse IRIs
 
     def to_dict(self) -> dict:
         """Every field, JSON-ready."""

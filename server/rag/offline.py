@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from server.rag.words import lemma, term_words, terms
+from server.rag.llm import Edge
+from server.rag.text import lemma, term_words, terms
 
 MAX_DIRECT = 12  # edges that match the question best (all of a list answer, within reason)
 MAX_CHAINED = 5  # edges one step further that cover question words the first ones miss
 PIECE_WORDS = 4  # words per streamed piece of the answer
-
-Edge = tuple[str, str, str]
 
 _PREPOSITIONS = frozenset("at by for from in into of on to with".split())
 

@@ -7,6 +7,9 @@ import openai
 
 from server.config import Config
 from server.rag.llm import MAX_SELECTED_EDGES, Edge, LLMError, render_prompt
+from server.rag.text import one_line
+
+DETAIL_CHARS = 300  # of a failure's detail in an LLMError
 
 
 class OpenAILLM:
@@ -38,7 +41,7 @@ class OpenAILLM:
             raise self._error(exc) from exc
         choices = getattr(completion, "choices", None)
         if not choices:
-            raise LLMError(f"LLM returned no completion ({self._where}): {_one_line(str(completion), 120)}")
+            raise LLMError(f"LLM returned no completion ({self._where}): {one_line(str(completion), 120)}")
         content = getattr(getattr(choices[0], "message", None), "content", None)
         return content if isinstance(content, str) else ""
 
@@ -65,10 +68,10 @@ class OpenAILLM:
             return LLMError(f"LLM returned HTTP {exc.status_code}: {_status_detail(exc)} ({self._where})")
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc
-            return LLMError(f"cannot connect to the LLM at {self._where}: {_one_line(str(cause))}")
+            return LLMError(f"cannot connect to the LLM at {self._where}: {one_line(str(cause), DETAIL_CHARS)}")
         if isinstance(exc, openai.APIError):  # e.g. an error event in the middle of a stream
-            return LLMError(f"LLM reported an error: {_one_line(exc.message)} ({self._where})")
-        return LLMError(f"LLM call failed: {type(exc).__name__}: {_one_line(str(exc))} ({self._where})")
+            return LLMError(f"LLM reported an error: {one_line(exc.message, DETAIL_CHARS)} ({self._where})")
+        return LLMError(f"LLM call failed: {type(exc).__name__}: {one_line(str(exc), DETAIL_CHARS)} ({self._where})")
 
 
 def _status_detail(exc: openai.APIStatusError) -> str:
@@ -77,10 +80,5 @@ def _status_detail(exc: openai.APIStatusError) -> str:
         error = body.get("error", body)
         message = error.get("message") if isinstance(error, dict) else error
         if message:
-            return _one_line(str(message))
-    return _one_line(exc.response.text or exc.response.reason_phrase or "no detail")
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+            return one_line(str(message), DETAIL_CHARS)
+    return one_line(exc.response.text or exc.response.reason_phrase or "no detail", DETAIL_CHARS)

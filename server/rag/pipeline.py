@@ -1,6 +1,6 @@
 """The GraphRAG pipeline: a generator of messages, recording its explainability as it goes.
 
-Order (DESIGN.md section 4): explain(session), explain(retrieval), explain(selection), answer
+Order (docs/architecture.md, 'The GraphRAG pipeline'): explain(session), explain(retrieval), explain(selection), answer
 chunks, explain(answer), final chunk (``end_of_stream`` and ``end_of_session``). A failure ends the
 stream with one message carrying ``error`` and ``end_of_session``; the session records the error
 (``tg:errorType``, ``tg:error``). Each entity is written in one transaction and the answer entity
@@ -13,23 +13,18 @@ from collections.abc import Iterator
 
 from pyoxigraph import Triple
 
+from server import vocab
 from server.config import Config
+from server.errors import BadRequest, ErrorType, GlassgraphError, LLMFailed, NoEdges, NoSelection, NotFound
 from server.explain.recorder import ExplainRecorder, RecordError
-from server.rag.llm import LLM, LLMError, make_llm
+from server.rag.llm import LLM, LLMError
 from server.rag.messages import GraphRagResponse
+from server.rag.providers import make_llm
 from server.rag.retrieval import RetrievalLimits, Retriever
 from server.rag.selection import parse_selection
 from server.store import GraphStore
 
 log = logging.getLogger(__name__)
-
-
-class PipelineError(Exception):
-    """A failure with a type for the error message: ``not-found``, ``bad-request``, ``no-edges``..."""
-
-    def __init__(self, error_type: str, message: str) -> None:
-        super().__init__(message)
-        self.error_type = error_type
 
 
 class GraphRag:
@@ -46,8 +41,8 @@ class GraphRag:
         question = (question or "").strip()
         try:
             self._check(question, collection)
-        except PipelineError as exc:
-            yield _failure(exc.error_type, str(exc))
+        except GlassgraphError as exc:
+            yield _failure(exc.type, exc.message)
             return
         recorder = ExplainRecorder(self.store, collection, self.llm.model) if explainable else None
         stage = "session"
@@ -59,14 +54,14 @@ class GraphRag:
             if recorder:
                 yield self._explain(recorder.retrieval(len(graph.uri_map)))
             if not graph.uri_map:
-                raise PipelineError("no-edges", f"no facts in collection {collection!r} match the question")
+                raise NoEdges(f"no facts in collection {collection!r} match the question")
             stage = "selection"
             labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
             reply = self.llm.select(question, list(labeled.items()))
             chosen = parse_selection(reply, labeled)
             if not chosen:
-                raise PipelineError("no-selection", f"the LLM's selection named none of the {len(labeled)} "
-                                                    "retrieved edges (no valid edge id in its reply)")
+                raise NoSelection(f"the LLM's selection named none of the {len(labeled)} retrieved edges "
+                                  "(no valid edge id in its reply)")
             if recorder:
                 yield self._explain(recorder.selection(
                     [(Triple(*graph.uri_map[edge_id]), reasoning) for edge_id, reasoning in chosen]))
@@ -78,7 +73,7 @@ class GraphRag:
                     yield GraphRagResponse("chunk", response=piece)
             text = "".join(pieces)
             if not text.strip():
-                raise PipelineError("llm-error", "the LLM returned an empty answer")
+                raise LLMFailed("the LLM returned an empty answer")
             stage = "answer"
             if recorder:
                 answer = recorder.answer(text)
@@ -86,53 +81,54 @@ class GraphRag:
                 yield self._explain(answer)
         except GeneratorExit:  # the client went away: say so in the trace, then stop
             if stage != "done":
-                self._record_error(recorder, "cancelled", f"{stage}: the client closed the stream")
+                self._record_error(recorder, ErrorType.CANCELLED, f"{stage}: the client closed the stream")
             raise
-        except PipelineError as exc:
-            yield self._fail(recorder, exc.error_type, f"{stage}: {exc}")
+        except GlassgraphError as exc:
+            yield self._fail(recorder, exc.type, f"{stage}: {exc.message}")
             return
         except LLMError as exc:
-            yield self._fail(recorder, "llm-error", f"{stage}: {exc}")
+            yield self._fail(recorder, ErrorType.LLM_FAILED, f"{stage}: {exc}")
             return
         except (RecordError, OSError) as exc:
             log.exception("store failure during %s", stage)
-            yield self._fail(recorder, "store-error", f"{stage}: {exc}")
+            yield self._fail(recorder, ErrorType.STORE_FAILED, f"{stage}: {exc}")
             return
         except Exception as exc:  # the stream must end with an error message, not break
             log.exception("GraphRAG failure during %s", stage)
-            yield self._fail(recorder, "internal-error", f"{stage}: {type(exc).__name__}: {exc}")
+            yield self._fail(recorder, ErrorType.INTERNAL, f"{stage}: {type(exc).__name__}: {exc}")
             return
         yield GraphRagResponse("chunk", end_of_stream=True, end_of_session=True)
 
     def _check(self, question: str, collection: str) -> None:
         if not question:
-            raise PipelineError("bad-request", "the question is empty")
+            raise BadRequest("the question is empty")
         try:
             known = self.store.has_collection(collection)
         except ValueError as exc:
-            raise PipelineError("bad-request", f"invalid collection name {collection!r}") from exc
+            raise BadRequest(str(exc)) from exc
         if not known:
-            raise PipelineError("not-found", f"no collection {collection!r}")
+            raise NotFound(f"no collection {collection!r}")
 
     def _explain(self, explain_id: str) -> GraphRagResponse:
-        return GraphRagResponse("explain", explain_id=explain_id, explain_collection=self.store.explain_collection)
+        return GraphRagResponse("explain", explain_id=explain_id, explain_collection=self.store.explain_collection,
+                                explain_kind=vocab.explain_kind(explain_id))
 
-    def _fail(self, recorder: ExplainRecorder | None, error_type: str, message: str) -> GraphRagResponse:
+    def _fail(self, recorder: ExplainRecorder | None, error_type: ErrorType, message: str) -> GraphRagResponse:
         self._record_error(recorder, error_type, message)
         return _failure(error_type, message)
 
     @staticmethod
-    def _record_error(recorder: ExplainRecorder | None, error_type: str, message: str) -> None:
+    def _record_error(recorder: ExplainRecorder | None, error_type: ErrorType, message: str) -> None:
         if recorder is None:
             return
         try:
-            recorder.error(error_type, message)
+            recorder.error(error_type.wire_name, message)
         except Exception:  # the store itself may be what failed
             log.exception("could not record the error of session %s", recorder.session_id)
 
 
-def _failure(error_type: str, message: str) -> GraphRagResponse:
-    return GraphRagResponse("chunk", error={"type": error_type, "message": message},
+def _failure(error_type: ErrorType, message: str) -> GraphRagResponse:
+    return GraphRagResponse("chunk", error={"type": error_type.wire_name, "message": message},
                             end_of_stream=True, end_of_session=True)
 
 

@@ -29,12 +29,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
-from pyoxigraph import Literal, NamedNode
+from pyoxigraph import NamedNode
 
 from server import vocab
+from server.labels import term_name
 from server.rag.label_index import LabelIndex
-from server.sparql_templates import Term
+from server.sparql_templates import Term, template_limit
 from server.store import GraphStore
 
 LABEL_CACHE_SIZE = 100_000
@@ -52,6 +54,18 @@ class RetrievalLimits:
     max_subgraph_size: int = 150
     max_path_length: int = 2
 
+    # field -> (lowest, highest) accepted value; triple_limit's cap is the hop template's LIMIT
+    RANGES: ClassVar[dict[str, tuple[int, int]]] = {
+        "entity_limit": (1, 1000), "triple_limit": (1, template_limit("rag_hop")), "max_subgraph_size": (1, 10_000),
+        "max_path_length": (1, 4)}
+
+    def check(self) -> None:
+        """ValueError naming the first field outside its range."""
+        for name, (low, high) in self.RANGES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"'{name}' must be an integer between {low} and {high}, got {value!r}")
+
 
 @dataclass
 class LabelGraph:
@@ -64,15 +78,6 @@ class LabelGraph:
     def edge_ids(self) -> list[str]:
         """The edge ids, unique, parallel to ``labeled_edges`` (``uri_map`` is filled in edge order)."""
         return list(self.uri_map)
-
-
-def local_name(iri: str) -> str:
-    """The last segment of an IRI (after ``#``, ``/`` or ``:``), for terms without a label."""
-    for separator in ("#", "/", ":"):
-        head, sep, tail = iri.rstrip(separator).rpartition(separator)
-        if sep and tail:
-            return tail
-    return iri
 
 
 class _LabelCache:
@@ -155,14 +160,11 @@ class Retriever:
         store.add_load_listener(self._cache.invalidate)
 
     def labels(self, terms: Iterable[Term], collection: str) -> dict[Term, str]:
-        """A display label per term: its preferred ``rdfs:label`` in ``collection``'s graph (from the
-        label index, no store query), a literal's lexical form, else the IRI's local name. Cached."""
+        """The name of each term (:func:`~server.labels.term_name`), with its preferred ``rdfs:label``
+        in ``collection``'s graph taken from the label index (no store query). Cached."""
         result, missing = self._cache.get(collection, list(dict.fromkeys(terms)))
-        named = [t for t in missing if isinstance(t, NamedNode)]
-        fresh: dict[Term, str] = {t: t.value if isinstance(t, Literal) else str(t)
-                                  for t in missing if not isinstance(t, NamedNode)}
-        found = self.index.display_labels(named, collection)
-        fresh.update({term: found.get(term) or local_name(term.value) for term in named})
+        found = self.index.display_labels([t for t in missing if isinstance(t, NamedNode)], collection)
+        fresh: dict[Term, str] = {term: term_name(term, found.get(term)) for term in missing}
         self._cache.put(collection, fresh)
         result.update(fresh)
         return result

@@ -10,6 +10,8 @@ import json
 import re
 from collections.abc import Collection, Iterator
 
+from server.rag.text import one_line
+
 _ID_KEYS = ("id", "edge_id", "edge")
 _DECODER = json.JSONDecoder()
 # Salvage of objects that do not parse as JSON (truncated lines, single quotes, leading zeros).
@@ -65,15 +67,10 @@ def _selections(value: object) -> Iterator[tuple[str, str]]:
         yield from _selections(child)
 
 
-def _one_line(text: str) -> str:
-    """``text`` with every run of whitespace (newlines included) as one space, trimmed."""
-    return " ".join(text.split())
-
-
 def _reasoning_text(value: object) -> str:
     if value is None:
         return ""
-    return _one_line(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    return one_line(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def _salvage(text: str, covered: list[tuple[int, int]]) -> Iterator[tuple[int, str, str]]:
@@ -103,4 +100,4 @@ def _unescape(match: re.Match[str] | None) -> str:
             text = json.loads(f'"{raw}"')
         except ValueError:
             text = raw.replace('\\"', '"')
-    return _one_line(text)
+    return one_line(text)

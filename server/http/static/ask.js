@@ -12,12 +12,12 @@
   const answer = document.getElementById("answer");
   const errorBox = document.getElementById("ask-error");
   const traceLink = document.getElementById("trace-link");
-  const KINDS = [
-    ["session", "urn:trustgraph:session:", "Session started"],
-    ["retrieval", "urn:trustgraph:prov:retrieval:", "Edges retrieved"],
-    ["selection", "urn:trustgraph:prov:selection:", "Edges selected"],
-    ["answer", "urn:trustgraph:prov:answer:", "Answer recorded"],
-  ];
+  const HEADINGS = {  // by the explain message's explain_kind: no IRI is parsed here
+    session: "Session started",
+    retrieval: "Edges retrieved",
+    selection: "Edges selected",
+    answer: "Answer recorded",
+  };
   let sessionIri = null;
 
   function numberOf(id) {
@@ -32,7 +32,8 @@
 
   async function explain(message) {
     const iri = message.explain_id || "";
-    const [kind, , heading] = KINDS.find(([, prefix]) => iri.startsWith(prefix)) || ["other", "", "Explain event"];
+    const kind = Object.hasOwn(HEADINGS, message.explain_kind || "") ? message.explain_kind : "other";
+    const heading = HEADINGS[kind] || "Explain event";
     if (kind === "session") sessionIri = iri;
     const item = document.createElement("li");
     item.className = `event event-${kind}`;

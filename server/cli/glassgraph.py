@@ -1,7 +1,8 @@
 """``glassgraph``: serve, load, ask, inspect traces and maintain the embedded store.
 
 Exit codes: 0 success, 1 the operation failed (bad file, unknown collection or session, an error
-in the answer), 2 usage, 3 the store cannot be opened (in use by another process, e.g. a server).
+in the answer), 2 usage, 3 the store is held by another process (e.g. a server); each failure is a
+typed error (``server.errors``) that :func:`~server.cli.errors.run_tool` turns into its exit code.
 """
 from __future__ import annotations
 
@@ -12,38 +13,24 @@ import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from pyoxigraph import NamedNode, RdfFormat
 
 from server import vocab
+from server.cli.arguments import add_query_arguments, check_question, limits_of
+from server.cli.display import StreamDisplay, trace_lines
+from server.cli.errors import EXIT_OK, CliError, run_tool
 from server.config import Config
-from server.explain_display import (
-    StreamDisplay,
-    StreamError,
-    add_query_arguments,
-    check_question,
-    limits_of,
-    silence_stdout,
-    tolerant_streams,
-    trace_lines,
-)
+from server.errors import BadRequest, LLMFailed, NotFound, StoreFailed, StoreLocked, Unavailable
+from server.rag.retrieval import RetrievalLimits
 from server.store import GraphStore, store_directory
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
-
+PROG = "glassgraph"
 DUMP_FORMATS = {"trig": RdfFormat.TRIG, "nq": RdfFormat.N_QUADS, "ttl": RdfFormat.TURTLE, "nt": RdfFormat.N_TRIPLES}
-EXIT_CODES = ("exit codes: 0 success, 1 the operation failed, 2 usage, "
-              "3 the store is in use by another process or cannot be opened")
+EXIT_CODES = "exit codes: 0 success, 1 the operation failed, 2 usage, 3 the store is held by another process"
 MAX_SESSIONS, MAX_OFFSET = 100_000, 10**9
-
-
-class CliError(Exception):
-    """A failure the user can act on: one line, exit code 1."""
-
-
-class StoreUnavailable(Exception):
-    """The store cannot be opened: one line, exit code 3."""
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -56,22 +43,22 @@ def _open(config: Config, sample: bool = False, snapshot: bool = False) -> Graph
     """
     from server.bootstrap import open_store
 
-    where = Path(config.store_path).resolve() if config.store_path else "(memory)"
     try:
         if sample:
             return open_store(config, progress=sys.stderr.isatty())
         return GraphStore(config.store_path, explain_collection=config.explain_collection)
-    except OSError as exc:
-        if "lock" not in str(exc).lower():
-            raise StoreUnavailable(f"cannot open the store at {where}: {exc}") from None
-        in_use = f"the store at {where} is in use by another process (a running server?)"
+    except StoreLocked as exc:
         if not snapshot:
-            raise StoreUnavailable(in_use) from None
+            raise
+        held = exc.message
+    except OSError as exc:
+        where = Path(config.store_path).resolve() if config.store_path else "(memory)"
+        raise StoreFailed(f"cannot open the store at {where}: {exc}") from None
     try:
         store = GraphStore(config.store_path, explain_collection=config.explain_collection, read_only=True)
     except OSError as exc:
-        raise StoreUnavailable(f"{in_use}; reading a snapshot failed too: {exc}") from None
-    print(f"glassgraph: note: {in_use}; reading a snapshot of it", file=sys.stderr)
+        raise StoreLocked(f"{held}; reading a snapshot failed too: {exc}") from None
+    print(f"{PROG}: note: {held}; reading a snapshot of it", file=sys.stderr)
     return store
 
 
@@ -79,7 +66,7 @@ def _open_existing(config: Config, snapshot: bool = False) -> GraphStore:
     """The store, for commands that need one: an absent or empty directory is an error and stays as it was."""
     path = store_directory(config.store_path)
     if path is not None and not (path.is_dir() and any(path.iterdir())):
-        raise CliError(f"no store at {path.resolve()} (create one with: glassgraph load FILE, or glassgraph serve)")
+        raise NotFound(f"no store at {path.resolve()} (create one with: glassgraph load FILE, or glassgraph serve)")
     return _open(config, snapshot=snapshot)
 
 
@@ -166,7 +153,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
             server = make_server(config.host, config.port, app, threaded=True)
     except (OSError, SystemExit) as exc:
         reason = " ".join(said.getvalue().split()) or str(exc)
-        raise CliError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
+        raise Unavailable(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     print(f"Glassgraph console: http://{config.host}:{server.server_port}/  (store: {config.store_path}; "
           "Ctrl-C stops)", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops as cleanly as Ctrl-C
@@ -189,7 +176,7 @@ def cmd_load(args: argparse.Namespace, config: Config) -> int:
         except LoadError as exc:
             raise CliError(str(exc)) from None
         if not Path(path).is_file():
-            raise CliError(f"{path}: no such file")
+            raise NotFound(f"{path}: no such file")
     progress = not args.quiet and sys.stderr.isatty()
     pending, total = list(args.files), 0
     target = new_store_directory(config.store_path)
@@ -217,20 +204,16 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     from server.explain.trace import read_trace
     from server.rag.llm import LLMError
     from server.rag.pipeline import make_graph_rag
-    from server.rag.retrieval import RetrievalLimits
 
     try:
         rag = make_graph_rag(store, config)
     except (LLMError, ValueError) as exc:
-        raise CliError(f"cannot set up the LLM: {exc}") from None
+        raise LLMFailed(f"cannot set up the LLM: {exc}") from None
     messages = (message.to_dict() for message in rag.run(args.question, args.collection, args.explainable,
                                                          RetrievalLimits(**limits_of(args))))
     display = StreamDisplay(sys.stdout, sys.stderr, lambda iri: read_trace(store, iri), args.format,
                             args.explainable)
-    try:
-        display.run(messages)
-    except StreamError as exc:
-        raise CliError(str(exc)) from None
+    display.run(messages)
     return EXIT_OK
 
 
@@ -256,7 +239,7 @@ def cmd_explain(args: argparse.Namespace, config: Config) -> int:
         raise CliError(f"not a session IRI or id: {args.session!r}") from None
     trace = read_trace(_open_existing(config, snapshot=True), iri)
     if trace is None:
-        raise CliError(f"no session {args.session} in the store at {config.store_path} "
+        raise NotFound(f"no session {args.session} in the store at {config.store_path} "
                        "(list them with: glassgraph sessions)")
     if args.format == "json":
         _print_json(trace)
@@ -287,8 +270,8 @@ def cmd_dump(args: argparse.Namespace, config: Config) -> int:
         args.command_parser.error(f"--format {args.format} holds one graph: name it with --graph IRI "
                                   "(or use trig or nq)")
     store = _open_existing(config, snapshot=True)
-    if graph is not None and not store.raw.contains_named_graph(graph):
-        raise CliError(f"no graph <{graph.value}> in the store at {config.store_path}")
+    if graph is not None and not store.has_graph(graph):
+        raise NotFound(f"no graph <{graph.value}> in the store at {config.store_path}")
     if args.output:
         try:
             store.dump(args.output, fmt, graph)
@@ -309,7 +292,7 @@ def cmd_backup(args: argparse.Namespace, config: Config) -> int:
     try:
         store.backup(target)
     except (OSError, ValueError) as exc:
-        raise CliError(f"backup to {target} failed: {exc}") from None
+        raise StoreFailed(f"backup to {target} failed: {exc}") from None
     print(f"backed up {config.store_path} to {target}")
     return EXIT_OK
 
@@ -321,7 +304,7 @@ def cmd_reindex(args: argparse.Namespace, config: Config) -> int:
     names = [c["collection"] for c in store.collections()]
     if args.collection is not None:
         if args.collection not in names:
-            raise CliError(f"no collection {args.collection!r} (collections: {', '.join(names) or 'none'})")
+            raise NotFound(f"no collection {args.collection!r} (collections: {', '.join(names) or 'none'})")
         names = [args.collection]
     index = LabelIndex(store)
     print(_table(("COLLECTION", "LABELS"), [(name, index.rebuild(name)) for name in names]))
@@ -366,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = _command(sub, "ask", cmd_ask, "answer a question in-process on the embedded store (GraphRAG)",
                    "glassgraph ask --explainable -q \"What is the capital of France?\" > answer.txt")
-    add_query_arguments(ask)
+    add_query_arguments(ask, asdict(RetrievalLimits()))
 
     sessions = _command(sub, "sessions", cmd_sessions, "list the recorded GraphRAG sessions, newest first",
                         "glassgraph sessions --limit 5")
@@ -407,31 +390,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    tolerant_streams()
     if args.command == "ask":
         check_question(args.command_parser, args)
+    return run_tool(PROG, lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, with the configuration from the environment and the flags."""
     overrides = {"store_path": args.store}
     if args.command == "serve":
         overrides.update(host=args.host, port=args.port, token=args.token, read_only=args.read_only or None)
     try:
         config = Config.from_env(**overrides)
     except ValueError as exc:  # a malformed GLASSGRAPH_* variable
-        print(f"glassgraph: error: bad configuration: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise BadRequest(f"bad configuration: {exc}") from None
     _check_arguments(args, config)
-    try:
-        return args.handler(args, config)
-    except StoreUnavailable as exc:
-        print(f"glassgraph: {exc}", file=sys.stderr)
-        return EXIT_STORE
-    except CliError as exc:
-        print(f"glassgraph: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except BrokenPipeError:  # e.g. `glassgraph dump | head`
-        silence_stdout()
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        return 130
+    return args.handler(args, config)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """``tg-invoke-graph-rag``: ask a Glassgraph server a question over HTTP, streaming the answer.
 
 Exit codes: 0 success, 1 the server reported an error, 2 usage, 3 cannot connect.
+Imports neither the store nor the retriever: it needs only ``requests``.
 """
 from __future__ import annotations
 
@@ -14,21 +15,15 @@ from urllib.parse import urlsplit
 
 import requests
 
-from server.explain_display import (
-    StreamDisplay,
-    StreamError,
-    TraceUnavailable,
-    add_query_arguments,
-    check_question,
-    error_text,
-    limits_of,
-    silence_stdout,
-    tolerant_streams,
-)
+from server.cli.arguments import add_query_arguments, check_question, limits_of
+from server.cli.display import StreamDisplay, TraceUnavailable, error_text
+from server.cli.errors import EXIT_OK, run_tool
+from server.errors import CannotConnect, RemoteFailed
 from server.rag.messages import GraphRagResponse
 
+PROG = "tg-invoke-graph-rag"
 DEFAULT_URL = "http://127.0.0.1:7878"
-EXIT_OK, EXIT_SERVER_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
+# A one-shot answer lists its explain IRIs in the order a stream sends them, one per stage.
 
 EPILOG = """\
 examples:
@@ -45,17 +40,9 @@ environment: GLASSGRAPH_URL (default server URL), GLASSGRAPH_TOKEN (bearer token
 """
 
 
-class CannotConnect(Exception):
-    """No connection to the server (exit code 3)."""
-
-
-class ServerError(Exception):
-    """The server answered with an error, or the exchange broke off (exit code 1)."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tg-invoke-graph-rag", description="Ask a Glassgraph server a question with GraphRAG.",
+        prog=PROG, description="Ask a Glassgraph server a question with GraphRAG.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-u", "--url", default=os.environ.get("GLASSGRAPH_URL") or DEFAULT_URL,
                         help=f"server URL (default: $GLASSGRAPH_URL or {DEFAULT_URL})")
@@ -93,9 +80,9 @@ class Client:
         except requests.ConnectionError as exc:
             raise CannotConnect(f"cannot connect to {self.url} ({_reason(exc)})") from None
         except requests.RequestException as exc:
-            raise ServerError(f"no answer from {self.url} ({_reason(exc)})") from None
+            raise RemoteFailed(f"no answer from {self.url} ({_reason(exc)})") from None
         if response.status_code >= 400:
-            raise ServerError(self._http_error(response))
+            raise RemoteFailed(self._http_error(response))
         return response
 
     @staticmethod
@@ -128,7 +115,7 @@ class Client:
             parse = _sse if content_type.startswith("text/event-stream") else _ndjson
             yield from parse(lines)
         except requests.RequestException as exc:
-            raise ServerError(f"lost the connection to {self.url} ({_reason(exc)})") from None
+            raise RemoteFailed(f"lost the connection to {self.url} ({_reason(exc)})") from None
         finally:
             response.close()
 
@@ -137,17 +124,18 @@ class Client:
         try:
             return response.json()
         except ValueError:
-            raise ServerError(f"the server sent no JSON: {response.text[:200]!r}") from None
+            raise RemoteFailed(f"the server sent no JSON: {response.text[:200]!r}") from None
 
     @staticmethod
     def _answer_messages(answer: dict) -> Iterator[dict]:
-        """``{"answer", "session", "explain_ids", "explain_collection", "error"}`` as stream messages."""
+        """``{"answer", "session", "explain_ids", "explain_kinds", "explain_collection", "error"}`` as stream
+        messages."""
         if answer.get("error"):
             yield GraphRagResponse("chunk", error=answer["error"], end_of_stream=True, end_of_session=True).to_dict()
             return
-        for iri in answer.get("explain_ids") or []:
-            yield GraphRagResponse("explain", explain_id=iri,
-                                   explain_collection=answer.get("explain_collection")).to_dict()
+        for iri, kind in zip(answer.get("explain_ids") or [], answer.get("explain_kinds") or [], strict=False):
+            yield GraphRagResponse("explain", explain_id=iri, explain_collection=answer.get("explain_collection"),
+                                   explain_kind=kind).to_dict()
         yield GraphRagResponse("chunk", answer.get("answer") or "", end_of_stream=True, end_of_session=True).to_dict()
 
     def trace(self, iri: str) -> dict | None:
@@ -172,9 +160,9 @@ def _message(text: str) -> dict:
     try:
         message = json.loads(text)
     except ValueError:
-        raise ServerError(f"the server sent an invalid message: {text[:200]!r}") from None
+        raise RemoteFailed(f"the server sent an invalid message: {text[:200]!r}") from None
     if not isinstance(message, dict):
-        raise ServerError(f"the server sent an invalid message: {text[:200]!r}")
+        raise RemoteFailed(f"the server sent an invalid message: {text[:200]!r}")
     return message
 
 
@@ -201,27 +189,19 @@ def _sse(lines: Iterator[str]) -> Iterator[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    tolerant_streams()
     check_question(parser, args)
     parts = urlsplit(args.url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         parser.error(f"not an http(s) URL: {args.url!r}")
+    return run_tool(PROG, lambda: _ask(args))
+
+
+def _ask(args: argparse.Namespace) -> int:
+    """Ask the server and display its answer."""
     client = Client(args.url, args.token)
     display = StreamDisplay(sys.stdout, sys.stderr, client.trace, args.format, args.explainable)
-    try:
-        display.run(client.graph_rag(args.question, args.collection, args.explainable,
-                                     not args.no_streaming, limits_of(args)))
-    except CannotConnect as exc:
-        print(f"tg-invoke-graph-rag: {exc}", file=sys.stderr)
-        return EXIT_CONNECT
-    except (ServerError, StreamError) as exc:
-        print(f"tg-invoke-graph-rag: error: {exc}", file=sys.stderr)
-        return EXIT_SERVER_ERROR
-    except BrokenPipeError:  # e.g. `tg-invoke-graph-rag -q ... | head -1`
-        silence_stdout()
-        return EXIT_SERVER_ERROR
-    except KeyboardInterrupt:
-        return 130
+    display.run(client.graph_rag(args.question, args.collection, args.explainable, not args.no_streaming,
+                                 limits_of(args)))
     return EXIT_OK
 
 

@@ -1,11 +1,15 @@
-"""The sample dataset: CIA World Factbook profiles (JSON) to RDF with extraction provenance.
+"""The sample dataset (``data/factbook.nq.gz``): CIA World Factbook profiles (JSON) to RDF with
+extraction provenance. A data-preparation tool, not part of the server: run it from the checkout,
+
+    python -m data.factbook ../shared/data/factbook data/factbook.nq.gz
 
 Each profile ``<region>/<code>.json`` becomes a tg:Document ``urn:trustgraph:doc:<code>``; each
 section a tg:Page, each field a tg:Chunk (page and chunk texts go to the librarian graph), and the facts
-read from a field form the tg:Subgraph derived from its chunk (DESIGN.md section 3). Facts go
-to the ``default`` collection graph, provenance to its ``:source`` graph.
-
-    python -m server.ingest.factbook SRC_DIR OUT.nq.gz
+read from a field form the tg:Subgraph derived from its chunk: TrustGraph's extraction provenance,
+subgraph -> chunk -> page -> document by ``prov:wasDerivedFrom``, the subgraph holding each fact as a
+triple term (``tg:contains <<( s p o )>>``). Facts go to the ``default`` collection graph,
+provenance to its ``:source`` graph. The output is sorted and has a fixed gzip header: the same
+profiles always give the same bytes.
 
 Extraction favours precision: list fields are split, stripped of numbers, parentheticals and
 notes, and items that do not look like names are dropped.

@@ -1,97 +1,28 @@
 """Terminal display of a GraphRAG stream and of explain traces, shared by ``tg-invoke-graph-rag``
-(over HTTP) and ``glassgraph ask`` / ``glassgraph explain`` (in-process), with the query flags
-both commands take (kept here, not in ``tg_invoke``, so that ``glassgraph`` does not import requests).
+(over HTTP) and ``glassgraph ask`` / ``glassgraph explain`` (in-process).
 
-Explain blocks go to stderr as each event arrives; the answer goes to stdout, so redirecting
-stdout keeps just the answer. The selection block's details (edges by label, reasoning, source
-chains) come from a *trace lookup*: the server's ``/api/explain`` or ``read_trace`` in-process.
+Explain blocks go to stderr as each event arrives, named by the message's ``explain_kind``; the
+answer goes to stdout, so redirecting stdout keeps just the answer. The selection block's details
+(edges by label, reasoning, source chains) come from a *trace lookup*: the server's ``/api/explain``
+or ``read_trace`` in-process.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
 from collections.abc import Callable, Iterable
-from dataclasses import fields
 from typing import TextIO
 
-from server import vocab
-from server.explain.provenance import format_chain
-from server.rag.retrieval import RetrievalLimits
+from server.cli.errors import CliError
 
 TraceLookup = Callable[[str], "dict | None"]  # any explain IRI of a session -> its trace (read_trace's shape)
 
-LIMIT_FLAGS = tuple(f.name for f in fields(RetrievalLimits))  # entity_limit, triple_limit, ...
-_STAGES = ("session", "retrieval", "selection", "answer")  # the explain events of a stream
 
-
-class StreamError(Exception):
+class StreamError(CliError):
     """The stream reported an error, or ended before the end of the session."""
 
 
 class TraceUnavailable(Exception):
     """A trace lookup failed (the selection block then says so and the answer still follows)."""
-
-
-def silence_stdout() -> None:
-    """After a broken pipe on stdout: point it at /dev/null so the interpreter's final flush stays quiet."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-
-
-def tolerant_streams() -> None:
-    """A terminal that cannot show a character (``→``, accents) gets ``?``, not a traceback."""
-    for stream in (sys.stdout, sys.stderr):
-        if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="replace")
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
-
-
-def add_query_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags shared with ``glassgraph ask``: question, collection, retrieval limits, display."""
-    parser.add_argument("-q", "--question", required=True, help="the question to answer")
-    parser.add_argument("-C", "--collection", default="default", help="collection to query (default: %(default)s)")
-    defaults = RetrievalLimits()
-    parser.add_argument("-e", "--entity-limit", type=positive_int,
-                        help=f"seed entities to start from (default: {defaults.entity_limit})")
-    parser.add_argument("--triple-limit", type=positive_int,
-                        help=f"edges fetched per entity and hop (default: {defaults.triple_limit})")
-    parser.add_argument("-s", "--max-subgraph-size", type=positive_int,
-                        help=f"edges retrieved at most (default: {defaults.max_subgraph_size})")
-    parser.add_argument("-p", "--max-path-length", type=positive_int,
-                        help=f"hops from the seed entities (default: {defaults.max_path_length})")
-    parser.add_argument("-x", "--explainable", action="store_true",
-                        help="show the explain events (to stderr) as they arrive")
-    parser.add_argument("--format", choices=("text", "json"), default="text",
-                        help="text: answer to stdout, explain blocks to stderr; json: every message as a JSON line")
-
-
-def check_question(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """An empty question is a usage error (exit 2)."""
-    if not args.question.strip():
-        parser.error("the question is empty")
-
-
-def limits_of(args: argparse.Namespace) -> dict[str, int]:
-    """The retrieval limits given on the command line (the rest keep the server's defaults)."""
-    return {name: getattr(args, name) for name in LIMIT_FLAGS if getattr(args, name) is not None}
-
-
-def explain_kind(iri: str) -> str:
-    """``session``, ``retrieval``, ``selection``, ``answer`` (or ``explain`` for anything else)."""
-    kind = (vocab.parse_explain_iri(iri) or ("explain",))[0]
-    return kind if kind in _STAGES else "explain"
 
 
 def error_text(error: object) -> str:
@@ -107,6 +38,8 @@ def error_text(error: object) -> str:
 
 def edge_lines(edge: dict) -> list[str]:
     """One selected edge: its labels, the LLM's reasoning and every source chain."""
+    from server.explain.provenance import format_chain  # pyoxigraph: loaded once an edge is shown, not on import
+
     lines = [f"      Edge: ({', '.join(edge['labels'])})"]
     if edge.get("reasoning"):
         lines.append(f"        Reason: {' '.join(edge['reasoning'].split())}")
@@ -178,7 +111,7 @@ class StreamDisplay:
     def _show(self, message: dict) -> None:
         if message.get("message_type") == "explain":
             if self.explainable and message.get("explain_id"):
-                self._explain(message["explain_id"])
+                self._explain(message.get("explain_kind") or "explain", message["explain_id"])
             return
         text = message.get("response") or ""
         if text:
@@ -186,8 +119,7 @@ class StreamDisplay:
             self.out.flush()
             self._answer_open = not text.endswith("\n")
 
-    def _explain(self, iri: str) -> None:
-        kind = explain_kind(iri)
+    def _explain(self, kind: str, iri: str) -> None:
         lines = [f"[{kind}] {iri}"]
         if kind == "selection":
             lines += self._selection(iri)
