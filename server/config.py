@@ -46,6 +46,7 @@ class Config:
     body_timeout_s: float = 30.0  # GLASSGRAPH_BODY_TIMEOUT: seconds a request body may take to arrive (408)
     threads: int = 32  # GLASSGRAPH_THREADS: threads that run requests (server.asgi)
     max_result_rows: int = 100_000  # GLASSGRAPH_MAX_ROWS
+    max_result_bytes: int = 64 * 1024 * 1024  # GLASSGRAPH_MAX_RESULT_BYTES: largest SPARQL answer body
     query_deadline_s: float = 30.0  # GLASSGRAPH_DEADLINE: a client's query is stopped past it
     query_workers: int = 2  # GLASSGRAPH_QUERY_WORKERS: processes that evaluate clients' queries
     query_memory_mb: int = 2048  # GLASSGRAPH_QUERY_MEMORY: each query worker's memory cap (0: none)
@@ -127,6 +128,7 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "body_timeout_s": (("GLASSGRAPH_BODY_TIMEOUT",), "float"),
     "threads": (("GLASSGRAPH_THREADS",), "int"),
     "max_result_rows": (("GLASSGRAPH_MAX_ROWS",), "int"),
+    "max_result_bytes": (("GLASSGRAPH_MAX_RESULT_BYTES",), "int"),
     "query_deadline_s": (("GLASSGRAPH_DEADLINE",), "float"),
     "query_workers": (("GLASSGRAPH_QUERY_WORKERS",), "int"),
     "query_memory_mb": (("GLASSGRAPH_QUERY_MEMORY",), "int"),

@@ -280,3 +280,11 @@ def test_answers_past_the_cap_are_429_and_a_finished_answer_frees_its_place(
         assert requests.post(live.url + RAG, json={"query": QUESTION}, timeout=30).status_code == 200
     finally:
         live.close()
+
+
+def test_deeply_nested_bodies_and_huge_page_numbers_are_400(server: LiveServer) -> None:
+    nested = requests.post(server.url + RAG, data="[" * 100_000, timeout=30,
+                           headers={"Content-Type": "application/json"})
+    assert nested.status_code == 400
+    page = requests.get(server.url + "/console/sessions", params={"page": "9" * 5000}, timeout=30)
+    assert page.status_code == 400 and "page" in page.text

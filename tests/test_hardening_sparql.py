@@ -330,3 +330,70 @@ def test_a_graph_over_the_row_limit_is_refused_not_built_in_memory(store: GraphS
         assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
     finally:
         server.close()
+
+
+# --- found by the attacker's pass ---------------------------------------------------------------------
+
+LONG_CHAIN = "BIND(1" + "+1" * 20000 + " AS ?x)"  # no brackets: past the nesting check, deep in the parser
+
+
+def test_the_guards_own_parse_cannot_crash_the_server(live: LiveServer) -> None:
+    """A harmless 'download' sent the text to an in-server parse; a long flat chain overflowed it (SIGSEGV)."""
+    response = ask(live, f"# download\nSELECT * WHERE {{ {LONG_CHAIN} }}")
+    assert response.status_code in (400, 422), response.text  # refused, in a worker that may die
+    assert update(live, f"INSERT {{ <{EX}a> <{EX}b> ?x }} WHERE {{ {LONG_CHAIN} }}").status_code in (400, 422)
+    assert requests.get(live.url + "/healthz", timeout=10).json()["ok"] is True
+
+
+def test_the_guards_check_is_held_to_the_deadline(store: GraphStore) -> None:
+    """The guard's check used to evaluate the renamed query in the server, past every limit."""
+    values = " ".join(str(i) for i in range(400))
+    text = (f"# SERVICE\nASK {{ VALUES ?a {{ {values} }} VALUES ?b {{ {values} }} VALUES ?c {{ {values} }} "
+            "FILTER(?a + ?b + ?c < 0) }")
+    server = serve(store, query_deadline_s=1.0)
+    try:
+        response = ask(server, text)
+        assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
+    finally:
+        server.close()
+
+
+def test_an_unterminated_string_is_refused_without_quadratic_lexing(live: LiveServer) -> None:
+    """Each of 30,000 quotes started a scan to the end of the line: minutes of CPU for 60 KB (the comment
+    makes the server lex the text, looking for FROM)."""
+    response = ask(live, "# from the attacker's pass\nSELECT * WHERE { ?s ?p '" + "\\'" * 30000 + " }")
+    assert response.status_code == 400 and "does not end" in response.text
+
+
+def test_an_answer_over_the_byte_limit_is_refused(store: GraphStore) -> None:
+    server = serve(store, max_result_bytes=100_000)
+    try:
+        doubled = "CONCAT(?v, ?v)"
+        binds = " ".join(f"BIND({doubled.replace('?v', f'?v{i}')} AS ?v{i + 1})" for i in range(18))
+        response = ask(server, f"SELECT ?v18 WHERE {{ BIND('ab' AS ?v0) {binds} }}")
+        assert response.status_code == 422 and "GLASSGRAPH_MAX_RESULT_BYTES" in response.text
+    finally:
+        server.close()
+
+
+def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(store: GraphStore) -> None:
+    """Every update used to invalidate every collection, so each one made the next question rebuild the
+    label index (88 ms on the sample): GraphRAG throughput collapsed under a stream of updates."""
+    from server import vocab
+
+    notified: list[str] = []
+    store.add_load_listener(notified.append)
+    store.extend([Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal(1), vocab.collection_graph(name))
+                  for name in ("default", "movies")])
+    server = serve(store, token=TOKEN)
+    try:
+        assert update(server, f"INSERT DATA {{ GRAPH <{EX}elsewhere> {{ {NEW} }} }}").status_code == 204
+        assert update(server, f"INSERT DATA {{ {NEW} }}").status_code == 204
+        assert notified == []
+        movies = vocab.collection_graph("movies").value
+        assert update(server, f"INSERT DATA {{ GRAPH <{movies}> {{ {NEW} }} }}").status_code == 204
+        assert notified == ["movies"]
+        assert update(server, f"DELETE WHERE {{ GRAPH ?g {{ {NEW} }} }}").status_code == 204  # any graph
+        assert sorted(notified[1:]) == ["default", "movies"]
+    finally:
+        server.close()

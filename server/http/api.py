@@ -92,7 +92,10 @@ def _json_body() -> object:
     if request.mimetype != JSON:
         got = request.headers.get("Content-Type") or "none"
         raise UnsupportedMediaType(f"the body must be JSON sent with 'Content-Type: application/json' (got {got!r})")
-    return request.get_json(silent=True)
+    try:
+        return request.get_json(silent=True)
+    except RecursionError:
+        raise BadRequest("the JSON body is nested too deeply") from None
 
 
 def _question(body: dict) -> str:

@@ -22,6 +22,7 @@ import io
 import json
 import logging
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 from uvicorn_worker import UvicornWorker
 
 from server.errors import ContentTooLarge, GlassgraphError, RequestTimeout
+from server.http.query_workers import PARSE_STACK_BYTES
 
 log = logging.getLogger("glassgraph.http")
 
@@ -40,6 +42,9 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 HEAD_LIMIT = 16 * 1024  # of a request head (line and headers) not yet ended; an 8 KB URL fits
 LINGER_S = 1.0  # after an early answer, how long the rest of a body is read and dropped
+# pyoxigraph's parser recurses: request threads get four times the stack that the query workers
+# prove an update parses within (query_workers.PARSE_STACK_BYTES) before the server parses it.
+THREAD_STACK_BYTES = 4 * PARSE_STACK_BYTES
 
 
 class Worker(UvicornWorker):
@@ -67,6 +72,7 @@ class WsgiBridge:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
+        threading.stack_size(THREAD_STACK_BYTES)  # for the pool's threads, created from here on
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="wsgi")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -156,7 +156,7 @@ def trace_part() -> str:
 @blueprint.get("/console/sessions")
 def sessions() -> str:
     page = request.args.get("page", "1")
-    number = int(page) if page.isascii() and page.isdigit() else 0  # "²".isdigit() holds, int("²") fails
+    number = int(page) if page.isascii() and page.isdigit() and len(page) <= 12 else 0  # int("²") fails
     if not 1 <= number <= MAX_PAGE:
         raise BadRequest(f"page must be a positive integer, at most {MAX_PAGE}")
     rows = list_sessions(current_store(), limit=SESSIONS_PER_PAGE + 1, offset=(number - 1) * SESSIONS_PER_PAGE)

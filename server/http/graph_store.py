@@ -18,6 +18,7 @@ from server.errors import BadRequest, LimitExceeded, NotFound, UnsupportedMediaT
 from server.http.context import current_config, current_store, notify_written, require_write_access
 from server.http.negotiation import GRAPH_MEDIA
 from server.http.rdf_output import choose_format, has_triple_term, rdf_content_type
+from server.http.sparql_guard import MAX_NESTING
 
 blueprint = Blueprint("graph_store", __name__)
 
@@ -50,13 +51,26 @@ def _read_body(graph: NamedNode | DefaultGraph) -> list[Triple]:
         raise BadRequest(f"the body is not valid {fmt.name}: {error}; nothing was written") from None
     if any(not isinstance(q.graph_name, DefaultGraph) for q in quads):
         raise BadRequest("a graph body must hold triples only, not named graphs; nothing was written")
+    if any(_triple_term_depth(q.object) > MAX_NESTING or _triple_term_depth(q.subject) > MAX_NESTING for q in quads):
+        raise BadRequest(f"the body nests triple terms more than {MAX_NESTING} levels deep; nothing was written")
     return [q.triple for q in quads]
+
+
+def _triple_term_depth(term: object) -> int:
+    """How many triple terms are nested in ``term`` (0 for an IRI, literal or blank node)."""
+    deepest, pending = 0, [(term, 0)]
+    while pending:
+        inner, depth = pending.pop()
+        if isinstance(inner, Triple):
+            deepest = max(deepest, depth + 1)
+            pending += [(inner.subject, depth + 1), (inner.object, depth + 1)]
+    return deepest
 
 
 def _write(graph: NamedNode | DefaultGraph, triples: list[Triple], replace: bool) -> Response:
     """Replace or merge ``triples`` in one transaction; 201 if the graph is new, else 204."""
     created = current_store().write_graph(graph, triples, replace)
-    notify_written(graph)
+    notify_written([graph])
     return Response(status=201 if created else 204)
 
 
@@ -113,5 +127,5 @@ def delete_graph() -> Response:
     graph = _target()
     if not current_store().drop_graph(graph):
         raise NotFound(f"no graph <{graph.value}> in this store")
-    notify_written(graph)
+    notify_written([graph])
     return Response(status=204)

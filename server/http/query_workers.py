@@ -28,7 +28,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -38,11 +39,13 @@ from server.config import PROJECT_ROOT
 from server.errors import Busy, GlassgraphError, LimitExceeded, StoreFailed, Unavailable
 from server.http.rdf_output import Answer
 from server.http.sparql_eval import QueryTask, answer_query, deadline_exceeded
+from server.http.sparql_guard import parse_error
 
 _START_TIMEOUT_S = 60.0
 WAITING_PER_WORKER = 4
 PATIENCE_S = 5.0  # the longest a query waits for a worker
 _PARENT_CHECK_S = 1.0
+PARSE_STACK_BYTES = 4 * 1024 * 1024
 _OPEN_ATTEMPTS, _OPEN_RETRY_S = 5, 0.02
 
 
@@ -87,8 +90,21 @@ class _Snapshot:
         raise Unavailable(f"the store could not be opened for reading: {failure}")
 
 
+def _parse_errors(texts: list[str], is_update: bool) -> list[str | None]:
+    """``sparql_guard.parse_error`` of each text, in a thread with ``PARSE_STACK_BYTES`` of stack: a
+    text that overflows it kills this worker, and one that does not is safe to parse in the server,
+    whose request threads have four times that stack (``asgi.THREAD_STACK_BYTES``)."""
+    errors: list[str | None] = []
+    threading.stack_size(PARSE_STACK_BYTES)
+    checker = threading.Thread(target=lambda: errors.extend(parse_error(t, is_update) for t in texts))
+    checker.start()
+    checker.join()
+    return errors
+
+
 def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:
-    """A worker's loop: (generation, task) in, ("ok", Answer) or ("error", GlassgraphError) out."""
+    """A worker's loop: ("query", generation, QueryTask) or ("parse", texts, is_update) in;
+    ("ok", result) or ("error", GlassgraphError) out."""
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
@@ -96,11 +112,12 @@ def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes
     replies.send(("ready",))
     while True:
         try:
-            generation, task = tasks.recv()
+            job = tasks.recv()
         except EOFError:
             return
         try:
-            replies.send(("ok", snapshot.answer(generation, task)))
+            result = snapshot.answer(*job[1:]) if job[0] == "query" else _parse_errors(*job[1:])
+            replies.send(("ok", result))
         except GlassgraphError as error:
             replies.send(("error", error))
 
@@ -124,25 +141,28 @@ class _Worker:
         os.close(task_read)
         os.close(reply_write)
         self.tasks, self.replies = Connection(task_write, readable=False), Connection(reply_read, writable=False)
-        if not self.replies.poll(_START_TIMEOUT_S):
-            self.kill()
-            raise Unavailable("a query worker process did not start; try again")
-        self.replies.recv()
-
-    def ask(self, generation: int, task: QueryTask, deadline_s: float) -> Answer:
-        """The answer to ``task``; kills the process when the deadline passes or the process dies."""
         try:
-            self.tasks.send((generation, task))
+            if not self.replies.poll(_START_TIMEOUT_S):
+                raise EOFError
+            self.replies.recv()
+        except (EOFError, OSError):
+            self.kill()
+            raise Unavailable("a query worker process did not start; try again") from None
+
+    def ask(self, job: tuple, deadline_s: float) -> object:
+        """The result of ``job``; kills the process when the deadline passes or the process dies."""
+        try:
+            self.tasks.send(job)
             if not self.replies.poll(deadline_s):
                 self.kill()
                 raise deadline_exceeded(deadline_s)
             reply = self.replies.recv()
-            self.generation = generation
         except (EOFError, OSError):
             exit_code = self.process.wait(5)
             self.kill()
-            raise LimitExceeded(f"the query stopped its worker process (exit code {exit_code}): it may have "
-                                 "used more memory than GLASSGRAPH_QUERY_MEMORY allows") from None
+            raise LimitExceeded(f"the request stopped its worker process (exit code {exit_code}): it used more "
+                                "memory than GLASSGRAPH_QUERY_MEMORY allows, or is too long or deep to parse "
+                                "safely") from None
         if reply[0] == "ok":
             return reply[1]
         raise reply[1]
@@ -173,13 +193,27 @@ class QueryWorkers:
 
     def run(self, task: QueryTask, generation: int, deadline_s: float) -> Answer:
         """``task``'s answer; 422 past ``deadline_s``; 429 when the queue is full or no worker came free in time."""
+        with self._worker() as worker:
+            if worker.generation != generation:
+                self.flush()
+            answer = worker.ask(("query", generation, task), deadline_s)
+            worker.generation = generation
+            return answer
+
+    def parse_errors(self, texts: list[str], is_update: bool, deadline_s: float) -> list[str | None]:
+        """The parser's message for each text that does not parse (None for one that does), found in a
+        worker: a text that would overflow the parser's stack costs a worker, not the server (422)."""
+        with self._worker() as worker:
+            return worker.ask(("parse", texts, is_update), deadline_s)
+
+    @contextmanager
+    def _worker(self) -> Iterator[_Worker]:
+        """A worker for one job, started if its slot has none, put back afterwards if it lives."""
         worker = self._take()
         try:
             if worker is None:
                 worker = _Worker(self.store_path, self.memory_bytes)
-            if worker.generation != generation:
-                self.flush()
-            return worker.ask(generation, task, deadline_s)
+            yield worker
         finally:
             self._idle.put(worker if worker is not None and worker.alive else None)
 

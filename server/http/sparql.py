@@ -21,7 +21,15 @@ from server.http.body import form_fields
 from server.http.context import current_config, current_queries, current_store, notify_written, require_write_access
 from server.http.responses import answer_response, rdf_response
 from server.http.sparql_eval import QueryTask, answer_query, evaluation_error
-from server.http.sparql_guard import add_using, check_user_sparql, has_dataset_clause
+from server.http.sparql_guard import (
+    REFUSED_UNVERIFIED,
+    Checked,
+    add_using,
+    check_user_sparql,
+    has_dataset_clause,
+    parse_error,
+    written_graphs,
+)
 from server.vocab import RDF, Namespace
 
 blueprint = Blueprint("sparql", __name__)
@@ -115,11 +123,11 @@ def evaluate_query(operation: Operation) -> Response:
     between rows.
     """
     config = current_config()
-    calls_remote = check_user_sparql(operation.text, config.service_allow, is_update=False)
-    task = QueryTask(operation.text, request.headers.get("Accept"), config.max_result_rows,
+    checked = check_user_sparql(operation.text, config.service_allow, is_update=False)
+    task = QueryTask(operation.text, request.headers.get("Accept"), config.max_result_rows, config.max_result_bytes,
                      tuple(g.value for g in operation.default_graphs), tuple(g.value for g in operation.named_graphs),
                      union_default_graph=not operation.names_dataset and not has_dataset_clause(operation.text),
-                     calls_remote=calls_remote)
+                     calls_remote=checked.calls_remote, must_parse=checked.must_parse)
     store, workers = current_store(), current_queries()
     if workers is not None:
         answer = workers.run(task, store.generation, config.query_deadline_s)
@@ -133,20 +141,48 @@ def evaluate_query(operation: Operation) -> Response:
 def evaluate_update(operation: Operation) -> Response:
     """Run an update atomically under the writers' lock; 204 on success."""
     require_write_access()
-    calls_remote = check_user_sparql(operation.text, current_config().service_allow, is_update=True)
+    checked = check_user_sparql(operation.text, current_config().service_allow, is_update=True)
     text = operation.text
     if operation.names_dataset:
         text = add_using(text, operation.default_graphs, operation.named_graphs)
+    _check_parses(text, checked)
     try:
         current_store().run_update(text)
     except SyntaxError as error:
         raise BadRequest(f"malformed update: {error}") from None
     except (OSError, RuntimeError) as error:
-        if calls_remote:
-            raise evaluation_error(error, calls_remote) from None
+        if checked.calls_remote:
+            raise evaluation_error(error, checked.calls_remote) from None
         raise BadRequest(f"the update failed and wrote nothing: {error}") from None
-    notify_written()
+    notify_written(_graphs_written_by(text))
     return Response(status=204)
+
+
+def _check_parses(text: str, checked: Checked) -> None:
+    """The update, and the guard's renamed reading of it, parsed where a parser crash costs nothing:
+    in a query worker (an in-memory store has none: there, in the server). An update that calls an
+    allowed endpoint is not tried there, since trying runs it."""
+    texts = ([checked.must_parse] if checked.must_parse is not None else []) + ([] if checked.calls_remote else [text])
+    if not texts:
+        return
+    workers = current_queries()
+    if workers is not None:
+        errors = workers.parse_errors(texts, is_update=True, deadline_s=current_config().query_deadline_s)
+    else:
+        errors = [parse_error(t, is_update=True) for t in texts]
+    if checked.must_parse is not None and errors[0] is not None:
+        raise BadRequest(REFUSED_UNVERIFIED)
+    if not checked.calls_remote and errors[-1] is not None:
+        raise BadRequest(f"malformed update: {errors[-1]}")
+
+
+def _graphs_written_by(text: str) -> list[NamedNode] | None:
+    """The named graphs the update may have written; None (every one) when that cannot be told."""
+    try:
+        touched = written_graphs(text)
+        return None if touched is None else [NamedNode(iri) for iri in touched]
+    except ValueError:  # a relative IRI: the update resolved it against a base we do not know
+        return None
 
 
 # --- service description (protocol section 2.1.5 / SPARQL 1.1 Service Description) ---------------

@@ -16,6 +16,7 @@ from server.errors import BadRequest, GlassgraphError, LimitExceeded, RemoteFail
 from server.http.negotiation import RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotiate
 from server.http.rdf_output import Answer, not_acceptable, rdf_answer
 from server.http.results import write_boolean, write_solutions
+from server.http.sparql_guard import REFUSED_UNVERIFIED, parse_error
 
 _DEADLINE_EVERY = 64  # rows between deadline checks (in-process evaluation only)
 
@@ -27,10 +28,12 @@ class QueryTask:
     text: str
     accept: str | None
     max_rows: int
+    max_bytes: int
     default_graphs: tuple[str, ...] = ()  # default-graph-uri
     named_graphs: tuple[str, ...] = ()  # named-graph-uri
     union_default_graph: bool = False  # no dataset named anywhere: the default graph is every graph
     calls_remote: bool = False  # an allowed SERVICE: evaluation errors are the remote endpoint's
+    must_parse: str | None = None  # the guard's renamed text (sparql_guard.Checked): refuse unless it parses
     deadline_s: float | None = None  # checked between rows; None where the caller stops the evaluation
     dataset_options: dict = field(init=False, repr=False, compare=False)
 
@@ -53,15 +56,22 @@ def evaluation_error(error: Exception, calls_remote: bool) -> GlassgraphError:
 
 def answer_query(store: Store, task: QueryTask) -> Answer:
     """Run ``task`` on ``store`` and write the answer in the negotiated format."""
+    if task.must_parse is not None and parse_error(task.must_parse, is_update=False) is not None:
+        raise BadRequest(REFUSED_UNVERIFIED)
     try:
         result = store.query(task.text, **task.dataset_options)
         if isinstance(result, (QueryBoolean, QuerySolutions)):
-            return _results_answer(result, task)
-        return rdf_answer(_pull(result, task, as_tuples=False), task.accept)
+            answer = _results_answer(result, task)
+        else:
+            answer = rdf_answer(_pull(result, task, as_tuples=False), task.accept)
     except SyntaxError as error:
         raise BadRequest(f"malformed query: {error}") from None
     except (OSError, RuntimeError, ValueError) as error:
         raise evaluation_error(error, task.calls_remote) from None
+    if len(answer.body) > task.max_bytes:
+        raise LimitExceeded(f"the answer has {len(answer.body)} bytes, more than {task.max_bytes} "
+                            "(GLASSGRAPH_MAX_RESULT_BYTES): narrow the query or add LIMIT")
+    return answer
 
 
 def _results_answer(result: QueryBoolean | QuerySolutions, task: QueryTask) -> Answer:

@@ -19,7 +19,7 @@ pyoxigraph's parser recurses: a few thousand nested brackets overflow its stack 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
@@ -40,6 +40,7 @@ _LEXER = re.compile(r"""
   | (?P<punct>.)
 """, re.VERBOSE | re.DOTALL)
 _REMOTE_WORDS = re.compile(r"SERVICE|LOAD", re.IGNORECASE)  # anywhere: no word boundaries
+_FROM = re.compile(r"FROM", re.IGNORECASE)
 _OPENERS, _CLOSERS = frozenset("{(["), frozenset("})]")
 MAX_NESTING = 64  # brackets and '!' one inside another; pyoxigraph's parser crashes past ~2,000 '{'
 _NESTING_CHARS = re.compile(r"[{(\[!]")
@@ -58,9 +59,19 @@ class Token:
 
 
 def tokenize(text: str) -> list[Token]:
-    """The significant tokens of ``text`` (whitespace and comments dropped)."""
-    return [Token(m.lastgroup or "punct", m.group(), m.start(), m.end())
-            for m in _LEXER.finditer(text) if m.lastgroup not in ("ws", "comment")]
+    """The significant tokens of ``text`` (whitespace and comments dropped).
+
+    A quote that starts no string is a syntax error, refused at once (400): lexing on would try a
+    string at every later quote, each try scanning to the end of the line (quadratic time).
+    """
+    tokens = []
+    for match in _LEXER.finditer(text):
+        kind = match.lastgroup or "punct"
+        if kind == "punct" and match.group() in "'\"":
+            raise BadRequest(f"malformed request: the string starting at character {match.start()} does not end")
+        if kind not in ("ws", "comment"):
+            tokens.append(Token(kind, match.group(), match.start(), match.end()))
+    return tokens
 
 
 def _iri_value(token: Token, base: str | None) -> str:
@@ -81,11 +92,11 @@ def _term_iri(token: Token | None, prefixes: dict[str, str], base: str | None) -
     return None
 
 
-def _remote_targets(tokens: Sequence[Token]) -> list[tuple[Token, str | None]]:
-    """Each SERVICE/LOAD keyword with the endpoint IRI it calls (None when not a constant IRI)."""
+def _with_iris(tokens: Sequence[Token]) -> Iterator[tuple[Token, Token | None, str | None]]:
+    """Each token, the token after it (after ``SILENT``), and the IRI that one denotes (None when it
+    is not a constant IRI), with PREFIX and BASE applied as they are declared."""
     prefixes: dict[str, str] = {}
     base: str | None = None
-    found = []
     for index, token in enumerate(tokens):
         nxt = tokens[index + 1] if index + 1 < len(tokens) else None
         if token.is_word("BASE") and nxt is not None and nxt.kind == "iri":
@@ -94,32 +105,64 @@ def _remote_targets(tokens: Sequence[Token]) -> list[tuple[Token, str | None]]:
             target = tokens[index + 2]
             if target.kind == "iri":
                 prefixes[nxt.value.rstrip(":")] = _iri_value(target, base)
-        elif token.is_word("SERVICE", "LOAD"):
-            if nxt is not None and nxt.is_word("SILENT"):
-                nxt = tokens[index + 2] if index + 2 < len(tokens) else None
-            found.append((token, _term_iri(nxt, prefixes, base)))
-    return found
+        if nxt is not None and nxt.is_word("SILENT"):
+            nxt = tokens[index + 2] if index + 2 < len(tokens) else None
+        yield token, nxt, _term_iri(nxt, prefixes, base)
 
 
-def _still_parses(text: str, is_update: bool) -> bool:
-    scratch = Store()  # in memory, empty: parsing (and for updates, running) it touches nothing real
+def _remote_targets(tokens: Sequence[Token]) -> list[tuple[Token, str | None]]:
+    """Each SERVICE/LOAD keyword with the endpoint IRI it calls (None when not a constant IRI)."""
+    return [(token, iri) for token, _, iri in _with_iris(tokens) if token.is_word("SERVICE", "LOAD")]
+
+
+def written_graphs(text: str) -> set[str] | None:
+    """The named graphs an update may write: the constant IRI after every GRAPH, WITH, INTO, ADD, MOVE,
+    COPY and TO (a GRAPH in a WHERE clause counts too: more is harmless). None when one of them is
+    not a constant IRI, or the update says ALL or NAMED: any graph, then."""
+    graphs: set[str] = set()
+    for token, nxt, iri in _with_iris(tokenize(text)):
+        if token.is_word("ALL", "NAMED"):
+            return None
+        if token.is_word("GRAPH", "WITH") or (token.is_word("INTO", "ADD", "MOVE", "COPY", "TO") and nxt is not None
+                                              and not nxt.is_word("GRAPH", "DEFAULT")):
+            if iri is None:
+                return None
+            graphs.add(iri)
+    return graphs
+
+
+REFUSED_UNVERIFIED = ("malformed request, or SERVICE/LOAD used in a way this server cannot verify: refused "
+                      "without running it")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the static checks leave to the real parser."""
+
+    calls_remote: bool  # an allowed SERVICE/LOAD: evaluation errors are the remote endpoint's
+    must_parse: str | None  # the text with harmless SERVICE/LOAD renamed: refuse unless it still parses
+
+
+def parse_error(text: str, is_update: bool) -> str | None:
+    """The parser's message if ``text`` does not parse, else None. It runs on an empty in-memory
+    store, so an update is also executed there and a query may be evaluated: call it only where it
+    can be stopped (a query worker), since the parser can overflow its stack on long texts."""
+    scratch = Store()
     try:
         if is_update:
             scratch.update(text)
         else:
             scratch.query(text)
-    except SyntaxError:
-        return False
-    except OSError:
-        return True
-    return True
+    except SyntaxError as error:
+        return str(error)
+    except (OSError, RuntimeError):
+        pass  # it parsed; running it on nothing failed
+    return None
 
 
-def check_user_sparql(text: str, allow: Iterable[str], is_update: bool) -> bool:
-    """Every static check on a client's query or update, in the order that keeps the parser safe.
-
-    Returns whether the text calls a remote endpoint (then an evaluation error is the remote's).
-    """
+def check_user_sparql(text: str, allow: Iterable[str], is_update: bool) -> Checked:
+    """Every check on a client's query or update that needs no parser, in the order that keeps the
+    parser safe; what is left for the parser is in the result."""
     tokens = check_nesting(text)
     return check_remote_calls(text, allow, is_update, tokens)
 
@@ -153,14 +196,11 @@ def check_nesting(text: str) -> list[Token] | None:
 
 
 def check_remote_calls(text: str, allow: Iterable[str], is_update: bool,
-                       tokens: list[Token] | None = None) -> bool:
-    """Refuse SERVICE and LOAD unless their endpoint is in ``allow``; see the module docstring.
-
-    Returns whether the text makes an (allowed) remote call.
-    """
+                       tokens: list[Token] | None = None) -> Checked:
+    """Refuse SERVICE and LOAD unless their endpoint is in ``allow``; see the module docstring."""
     occurrences = list(_REMOTE_WORDS.finditer(text))
     if not occurrences:
-        return False
+        return Checked(calls_remote=False, must_parse=None)
     allowed = set(allow)
     genuine = _remote_targets(tokens if tokens is not None else tokenize(text))
     for token, endpoint in genuine:
@@ -173,22 +213,21 @@ def check_remote_calls(text: str, allow: Iterable[str], is_update: bool,
                                   "endpoint is listed in GLASSGRAPH_SERVICE_ALLOW")
     keyword_starts = {token.start for token, _ in genuine}
     harmless = [m for m in occurrences if m.start() not in keyword_starts]
-    if harmless:
-        if is_update and genuine:
-            raise BadRequest("an update that calls LOAD or SERVICE may not also mention those words "
-                                  "in strings, names or comments")
-        chars = list(text)
-        for match in harmless:
-            chars[match.start()] = "X"  # SERVICE -> XERVICE, LOAD -> XOAD: no longer keywords
-        if not _still_parses("".join(chars), is_update):
-            raise BadRequest("malformed request, or SERVICE/LOAD used in a way this server cannot "
-                                  "verify: refused without running it")
-    return bool(genuine)
+    if not harmless:
+        return Checked(calls_remote=bool(genuine), must_parse=None)
+    if is_update and genuine:
+        raise BadRequest("an update that calls LOAD or SERVICE may not also mention those words in strings, "
+                         "names or comments")
+    chars = list(text)
+    for match in harmless:
+        chars[match.start()] = "X"  # SERVICE -> XERVICE, LOAD -> XOAD: no longer keywords
+    return Checked(calls_remote=bool(genuine), must_parse="".join(chars))
 
 
 def has_dataset_clause(text: str) -> bool:
-    """Whether a query has FROM / FROM NAMED (then it, not the union default graph, sets the dataset)."""
-    return any(token.is_word("FROM") for token in tokenize(text))
+    """Whether a query has FROM / FROM NAMED (then it, not the union default graph, sets the dataset).
+    Lexing takes about a second per 5 MB, so text without the letters is not lexed."""
+    return _FROM.search(text) is not None and any(token.is_word("FROM") for token in tokenize(text))
 
 
 def add_using(text: str, default_graphs: Sequence[NamedNode], named_graphs: Sequence[NamedNode]) -> str:
