@@ -1,0 +1,684 @@
+"""Soak: the production server under mixed load, runaway queries and slow clients, on loopback only.
+
+``python -m bench.soak`` (``--clients 20 --minutes 5 --runaway 8 --slow 10``; ``--quick``: 30 s,
+6 clients, 2 runaway, 3 slow) starts the production command (gunicorn, one uvicorn-based worker,
+``tests/production_server.py``) over a new store that the server builds from the sample data, with a
+write token and ``GLASSGRAPH_DEADLINE`` lowered to ``--deadline`` (5 s), then runs, all at once:
+
+- ``--clients`` mixed clients, each looping over SPARQL SELECT (GET and POST), SPARQL updates that
+  insert a unique triple, Graph Store PUT then GET of a small graph with unique content, and
+  GraphRAG questions (one JSON answer, or streamed as SSE);
+- ``--runaway`` clients (not among ``--clients``) sending a query that would run for minutes;
+  they back off per ``Retry-After`` when refused busy (429);
+- ``--slow`` clients (not among ``--clients``) holding connections: request headers, or a body,
+  sent one byte a second;
+- one prober timing ``GET /healthz`` every 0.2 s.
+
+Every loop stops by itself at the end of the run or after ``MAX_RATE`` requests a second on average.
+Then every acknowledged write is read back (an ASK per update triple, a GET per graph), every
+returned GraphRAG session is read back through ``/api/explain``, gunicorn's log and the process
+tree are checked for worker crashes and for query processes still burning CPU, and one table is
+printed with a met/missed row per target. Exit code 0 when every target is met, 1 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import requests
+from pyoxigraph import RdfFormat, parse
+
+from bench.bench_retrieval import _table
+from bench.load_http import PREFIXES, percentile
+from server.config import PROJECT_ROOT, Config
+
+sys.path.append(str(PROJECT_ROOT / "tests"))  # the production command lives with the tests that use it
+from production_server import TOKEN, ProductionServer  # noqa: E402
+
+HOST = "127.0.0.1"
+MAX_RATE = 200  # a loop's request bound: this many a second of the run, on average
+PROBE_EVERY_S = 0.2
+REQUEST_TIMEOUT_S = 60.0
+HEALTHZ_TIMEOUT_S = 10.0
+HEALTHZ_P99_TARGET_MS = 1000.0
+RUNAWAY_QUERY = 'SELECT * { ?a ?b ?c . ?d ?e ?f FILTER(STR(?c) = CONCAT(STR(?f), "zz")) }'
+SOAK = "urn:glassgraph:soak:"
+UPDATE_GRAPH = SOAK + "updates"
+COUNTRIES = ["France", "Japan", "Germany", "Brazil", "Canada", "India", "Kenya", "Peru", "Chile", "Egypt"]
+SELECTS = [  # labels, a country's capital, counts with LIMIT; {iri} and {name} are the country's
+    'SELECT ?s WHERE {{ ?s rdfs:label "{name}" }}',
+    "SELECT ?capital ?label WHERE {{ e:{iri} r:capital ?capital . ?capital rdfs:label ?label }}",
+    "SELECT ?p (COUNT(*) AS ?n) WHERE {{ e:{iri} ?p ?o }} GROUP BY ?p ORDER BY DESC(?n) LIMIT 10",
+]
+QUESTIONS = ["What is the capital of {name}?", "Which countries border {name}?", "What currency does {name} use?"]
+RESULTS_JSON = {"Accept": "application/sparql-results+json"}
+WRITE = {"Authorization": f"Bearer {TOKEN}"}
+N_TRIPLES = "application/n-triples"
+MAX_EXAMPLES = 10  # unexpected answers, lost writes, ... printed under the table
+HELD_TO_END, CLOSED = -1, 0  # how a slow connection ended when it got no answer
+_SLOW_BODY = b"query=SELECT+%3Fs+WHERE+%7B+%3Fs+%3Fp+%3Fo+%7D+LIMIT+1"
+_SLOW_BODY_HEAD = (b"POST /sparql HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/sparql-results+json\r\n"
+                   b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n" % len(_SLOW_BODY))
+SLOW_REQUESTS = [  # (request, the offset from which it goes one byte a second)
+    (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: glassgraph-soak\r\n\r\n", 0),
+    (_SLOW_BODY_HEAD + _SLOW_BODY, len(_SLOW_BODY_HEAD)),
+]
+
+
+@dataclass(frozen=True)
+class Settings:
+    clients: int = 20
+    seconds: float = 300.0
+    runaway: int = 8
+    slow: int = 10
+    deadline_s: float = 5.0
+
+
+QUICK = Settings(clients=6, seconds=30.0, runaway=2, slow=3)
+
+
+@dataclass
+class Tally:
+    """What the clients saw; change it only under ``lock`` (the methods do)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    normal: list[tuple[str, int, float]] = field(default_factory=list)  # mixed clients: (kind, status, seconds)
+    unexpected: list[str] = field(default_factory=list)  # the first few mixed answers neither 2xx nor 429
+    health: list[tuple[int, float]] = field(default_factory=list)
+    runaway: list[tuple[int, bool]] = field(default_factory=list)  # (status or 0, names GLASSGRAPH_DEADLINE)
+    slow: list[int] = field(default_factory=list)  # statuses, or HELD_TO_END / CLOSED
+    updates: list[str] = field(default_factory=list)  # acknowledged update triples (N-Triples)
+    graphs: dict[str, str] = field(default_factory=dict)  # acknowledged PUT: graph -> N-Triples sent
+    misread: set[str] = field(default_factory=set)  # graphs whose read right after their PUT differed
+    sessions: list[str] = field(default_factory=list)
+    broken_answers: int = 0  # GraphRAG 200s without a session id, or streams without end_of_session
+    held: int = 0
+    held_max: int = 0
+    held_longest_s: float = 0.0
+
+    def add(self, name: str, item: object) -> None:
+        with self.lock:
+            getattr(self, name).append(item)
+
+    def note_unexpected(self, text: str) -> None:
+        with self.lock:
+            if len(self.unexpected) < MAX_EXAMPLES:
+                self.unexpected.append(text)
+
+    def acknowledge_graph(self, graph: str, body: str) -> None:
+        with self.lock:
+            self.graphs[graph] = body
+
+    def note_misread(self, graph: str) -> None:
+        with self.lock:
+            self.misread.add(graph)
+
+    def answered(self, session: str | None, complete: bool) -> None:
+        with self.lock:
+            if session:
+                self.sessions.append(session)
+            self.broken_answers += not session or not complete
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Count a slow connection as held for the time of the block."""
+        started = time.monotonic()
+        with self.lock:
+            self.held += 1
+            self.held_max = max(self.held_max, self.held)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.held -= 1
+                self.held_longest_s = max(self.held_longest_s, time.monotonic() - started)
+
+
+class Soak:
+    """One run: the server's address, when the run ends, what the clients saw."""
+
+    def __init__(self, url: str, settings: Settings) -> None:
+        self.url = url
+        self.port = int(url.rsplit(":", 1)[1])
+        self.settings = settings
+        self.run_id = uuid.uuid4().hex[:8]
+        self.ends = time.monotonic() + settings.seconds
+        self.max_requests = int(settings.seconds * MAX_RATE) + 1
+        self.query_timeout_s = 2 * settings.deadline_s + REQUEST_TIMEOUT_S  # a wait for a worker, then the run
+        self.tally = Tally()
+
+    def loop(self) -> Iterator[int]:
+        """0, 1, 2, ... until the run ends or ``max_requests``."""
+        for n in range(self.max_requests):
+            if time.monotonic() >= self.ends:
+                return
+            yield n
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, but not past the end of the run."""
+        time.sleep(max(0.0, min(seconds, self.ends - time.monotonic())))
+
+
+# --- mixed clients --------------------------------------------------------------------------------
+
+def send(soak: Soak, http: requests.Session, kind: str, method: str, path: str, timeout: float = REQUEST_TIMEOUT_S,
+         **kwargs: object) -> requests.Response | None:
+    """A mixed client's request, timed and tallied (the whole body read); None when no answer came."""
+    started = time.perf_counter()
+    try:
+        response = http.request(method, soak.url + path, timeout=timeout, **kwargs)
+    except requests.RequestException as error:
+        response, answer = None, f"no answer ({type(error).__name__})"
+    else:
+        answer = f"{response.status_code} {response.text[:200]!r}"
+    status = response.status_code if response is not None else 0
+    soak.tally.add("normal", (kind, status, time.perf_counter() - started))
+    if not (200 <= status < 300 or status == 429):
+        soak.tally.note_unexpected(f"{method} {path} ({kind}): {answer}")
+    return response
+
+
+def select_text(n: int) -> str:
+    name = COUNTRIES[n % len(COUNTRIES)]
+    return PREFIXES + SELECTS[n % len(SELECTS)].format(name=name, iri=name.lower())
+
+
+def question(n: int) -> str:
+    return QUESTIONS[n % len(QUESTIONS)].format(name=COUNTRIES[n // len(QUESTIONS) % len(COUNTRIES)])
+
+
+def select_get(soak: Soak, http: requests.Session, client: int, n: int) -> None:
+    send(soak, http, "select", "GET", "/sparql", soak.query_timeout_s, params={"query": select_text(n)},
+         headers=RESULTS_JSON)
+
+
+def select_post(soak: Soak, http: requests.Session, client: int, n: int) -> None:
+    send(soak, http, "select", "POST", "/sparql", soak.query_timeout_s, data=select_text(n).encode(),
+         headers={**RESULTS_JSON, "Content-Type": "application/sparql-query"})
+
+
+def update(soak: Soak, http: requests.Session, client: int, n: int) -> None:
+    triple = f'<{SOAK}s:{soak.run_id}:{client}:{n}> <{SOAK}p> "update {n} of client {client}" .'
+    response = send(soak, http, "update", "POST", "/sparql",
+                    data=f"INSERT DATA {{ GRAPH <{UPDATE_GRAPH}> {{ {triple} }} }}",
+                    headers={**WRITE, "Content-Type": "application/sparql-update"})
+    if response is not None and response.status_code == 204:
+        soak.tally.add("updates", triple)
+
+
+def triples(text: str | bytes) -> set[str]:
+    """The triples of an N-Triples document, each written out the same way."""
+    return {str(quad.triple) for quad in parse(text, format=RdfFormat.N_TRIPLES)}
+
+
+def graph_put_get(soak: Soak, http: requests.Session, client: int, n: int) -> None:
+    """PUT a new graph, then GET it back; an acknowledged PUT that does not read back is noted."""
+    graph = f"{SOAK}graph:{soak.run_id}:{client}:{n}"
+    body = "".join(f'<{graph}#s> <{SOAK}p{i}> "PUT {n} of client {client}, triple {i}" .\n' for i in range(3))
+    put = send(soak, http, "graph store", "PUT", "/store", params={"graph": graph}, data=body.encode(),
+               headers={**WRITE, "Content-Type": N_TRIPLES})
+    if put is None or put.status_code not in (201, 204):
+        return
+    soak.tally.acknowledge_graph(graph, body)
+    got = send(soak, http, "graph store", "GET", "/store", params={"graph": graph}, headers={"Accept": N_TRIPLES})
+    if got is not None and got.status_code < 500 and not reads_back(got, body):
+        soak.tally.note_misread(graph)
+
+
+def reads_back(response: requests.Response, body: str) -> bool:
+    return response.status_code == 200 and triples(response.content) == triples(body)
+
+
+def rag_json(soak: Soak, http: requests.Session, client: int, n: int) -> None:
+    response = send(soak, http, "graph-rag", "POST", "/api/graph-rag", json={"query": question(n), "streaming": False},
+                    headers={"Accept": "application/json"})
+    if response is not None and response.status_code == 200:
+        try:
+            session = response.json().get("session")
+        except ValueError:
+            session = None
+        soak.tally.answered(session, complete=True)
+
+
+def rag_stream(soak: Soak, http: requests.Session, client: int, n: int) -> None:
+    response = send(soak, http, "graph-rag", "POST", "/api/graph-rag", json={"query": question(n), "streaming": True},
+                    headers={"Accept": "text/event-stream"})
+    if response is not None and response.status_code == 200:
+        soak.tally.answered(*read_sse(response.text))
+
+
+def read_sse(text: str) -> tuple[str | None, bool]:
+    """(the session id, whether ``end_of_session`` came) of a GraphRAG SSE stream."""
+    session, complete = None, False
+    for line in text.splitlines():
+        if line.startswith("data: "):
+            message = json.loads(line[6:])
+            explain_id = message.get("explain_id") or ""
+            session = session or (explain_id if explain_id.startswith("urn:trustgraph:session:") else None)
+            complete = complete or bool(message.get("end_of_session"))
+    return session, complete
+
+
+KINDS = ["select", "update", "graph store", "graph-rag"]
+STEPS: list[Callable[[Soak, requests.Session, int, int], None]] = [
+    select_get, update, rag_json, select_post, graph_put_get, rag_stream]
+
+
+def mixed_client(soak: Soak, client: int) -> None:
+    with requests.Session() as http:
+        for n in soak.loop():
+            STEPS[(client + n) % len(STEPS)](soak, http, client, n)
+
+
+# --- runaway, slow and probing clients ------------------------------------------------------------
+
+def runaway_client(soak: Soak, client: int) -> None:
+    """The runaway query again and again (GET and POST in turn), backing off as the server asks."""
+    with requests.Session() as http:
+        for n in soak.loop():
+            method, kwargs = ("GET", {"params": {"query": RUNAWAY_QUERY}}) if n % 2 == 0 else (
+                "POST", {"data": RUNAWAY_QUERY.encode(), "headers": {"Content-Type": "application/sparql-query"}})
+            try:
+                response = http.request(method, soak.url + "/sparql", timeout=soak.query_timeout_s, **kwargs)
+            except requests.RequestException:
+                soak.tally.add("runaway", (0, False))
+                soak.sleep(1.0)
+                continue
+            soak.tally.add("runaway", (response.status_code, "GLASSGRAPH_DEADLINE" in response.text))
+            if response.status_code == 429:
+                soak.sleep(retry_after(response))
+
+
+def retry_after(response: requests.Response) -> float:
+    """The response's Retry-After in seconds; 1 when it has none."""
+    try:
+        return float(response.headers.get("Retry-After", "1"))
+    except ValueError:
+        return 1.0
+
+
+def prober(soak: Soak, client: int) -> None:
+    """``GET /healthz`` every ``PROBE_EVERY_S``, each timed."""
+    with requests.Session() as http:
+        for _ in soak.loop():
+            started = time.perf_counter()
+            try:
+                status = http.get(soak.url + "/healthz", timeout=HEALTHZ_TIMEOUT_S).status_code
+            except requests.RequestException:
+                status = 0
+            elapsed = time.perf_counter() - started
+            soak.tally.add("health", (status, elapsed))
+            soak.sleep(PROBE_EVERY_S - elapsed)
+
+
+def slow_client(soak: Soak, client: int) -> None:
+    """One slow connection after another: even clients send headers slowly, odd ones a body."""
+    request, slow_from = SLOW_REQUESTS[client % len(SLOW_REQUESTS)]
+    for _ in soak.loop():
+        soak.tally.add("slow", hold_connection(soak, request, slow_from))
+
+
+def hold_connection(soak: Soak, request: bytes, slow_from: int) -> int:
+    """Send ``request``, one byte a second from ``slow_from`` on: the answer's status; CLOSED when the
+    connection ended without one, HELD_TO_END when the run ended first."""
+    try:
+        with socket.create_connection((HOST, soak.port), timeout=HEALTHZ_TIMEOUT_S) as sock, soak.tally.holding():
+            sock.sendall(request[:slow_from])
+            for byte in request[slow_from:]:
+                if time.monotonic() >= soak.ends:
+                    return HELD_TO_END
+                sock.sendall(bytes([byte]))
+                if select.select([sock], [], [], 1.0)[0]:
+                    break  # answered (or closed) before the request was complete
+            sock.settimeout(soak.query_timeout_s)
+            return answer_status(sock)
+    except OSError:
+        return CLOSED
+
+
+def answer_status(sock: socket.socket) -> int:
+    head = b""
+    while b"\r\n" not in head:
+        piece = sock.recv(4096)
+        if not piece:
+            return CLOSED
+        head += piece
+    return int(head.split(b" ", 2)[1])
+
+
+def drive(soak: Soak) -> None:
+    """Every client in a thread of its own until each stops by itself; a client's error is raised here."""
+    settings, errors = soak.settings, []
+
+    def guarded(role: Callable[[Soak, int], None], client: int) -> None:
+        try:
+            role(soak, client)
+        except Exception as error:  # a bug in the benchmark: it must not just count less
+            errors.append(error)
+
+    roles = [(prober, 1), (mixed_client, settings.clients), (runaway_client, settings.runaway),
+             (slow_client, settings.slow)]
+    threads = [threading.Thread(target=guarded, args=(role, i), name=f"{role.__name__}-{i}")
+               for role, count in roles for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+# --- after the run: processes, writes, traces -----------------------------------------------------
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name (state, ppid, ..., utime at 11, stime at 12); [] if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _stat(int(entry.name))) and int(stat[1]) == pid:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def descendants(pid: int) -> list[int]:
+    found = children(pid)
+    return found + [below for child in found for below in descendants(child)]
+
+
+def running(pid: int) -> bool:
+    return _stat(pid)[:1] not in ([], ["Z"])
+
+
+def query_processes(master: int) -> list[int]:
+    """Every running process under gunicorn's worker(s): the query workers (however they are started)."""
+    return [pid for worker in children(master) for pid in descendants(worker) if running(pid)]
+
+
+def cpu_seconds(pid: int) -> float:
+    stat = _stat(pid)
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK") if stat else 0.0
+
+
+def burning(pids: list[int], window_s: float = 2.0) -> int:
+    """How many of ``pids`` use more than half a CPU over ``window_s``."""
+    before = {pid: cpu_seconds(pid) for pid in pids}
+    time.sleep(window_s)
+    return sum(1 for pid, used in before.items() if cpu_seconds(pid) - used > window_s / 2)
+
+
+def left_running(pids: list[int], grace_s: float = 5.0) -> int:
+    """How many of ``pids`` still run ``grace_s`` after the server stopped."""
+    deadline = time.monotonic() + grace_s
+    while (alive := [pid for pid in pids if running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return len(alive)
+
+
+def worker_crashes(server: ProductionServer, first_workers: list[int]) -> int:
+    """Worker restarts: "Booting worker" lines past the first, or a gunicorn worker pid that changed."""
+    boots = server.log_path.read_text(errors="replace").count("Booting worker")
+    replaced = server.process.poll() is not None or children(server.process.pid) != first_workers
+    return max(boots - 1, int(replaced))
+
+
+def log_problems(server: ProductionServer) -> list[str]:
+    """gunicorn's log lines that report an error, a warning or a 5xx answer; a traceback as its exception
+    and the innermost project line it went through."""
+    marks = ("[ERROR]", "[CRITICAL]", "[WARNING]", '"status": 5')
+    problems, place = [], None
+    for line in server.log_path.read_text(errors="replace").splitlines():
+        if line.startswith("Traceback"):
+            place = ""
+        elif place is not None and line.startswith("  File ") and (not place or str(PROJECT_ROOT) in line):
+            place = line.strip()
+        elif place is not None and not line.startswith(" "):
+            problems.append(f"{line} ({place})")
+            place = None
+        elif any(mark in line for mark in marks):
+            problems.append(line)
+    return problems
+
+
+def read_back(method: str, url: str, **kwargs: object) -> requests.Response | None:
+    """A verification request, sent again after a 429 (a few times); None when no answer came."""
+    for _ in range(10):
+        try:
+            response = requests.request(method, url, timeout=REQUEST_TIMEOUT_S, **kwargs)
+        except requests.RequestException:
+            return None
+        if response.status_code != 429:
+            break
+        time.sleep(retry_after(response))
+    return response
+
+
+def update_found(url: str, triple: str) -> bool:
+    response = read_back("GET", url + "/sparql", params={"query": f"ASK {{ GRAPH <{UPDATE_GRAPH}> {{ {triple} }} }}"},
+                         headers=RESULTS_JSON)
+    return response is not None and response.status_code == 200 and response.json().get("boolean") is True
+
+
+def graph_found(url: str, graph: str, body: str) -> bool:
+    response = read_back("GET", url + "/store", params={"graph": graph}, headers={"Accept": N_TRIPLES})
+    return response is not None and reads_back(response, body)
+
+
+def trace_complete(url: str, session: str) -> bool:
+    """The session's trace reads back answered, with its retrieval, selection and answer."""
+    response = read_back("GET", url + "/api/explain", params={"id": session}, headers={"Accept": "application/json"})
+    if response is None or response.status_code != 200:
+        return False
+    trace = response.json()
+    return trace.get("status") == "answered" and all(trace.get(k) for k in ("retrieval", "selection", "answer"))
+
+
+def lost_writes(soak: Soak) -> list[str]:
+    """Acknowledged update triples that ASK does not find, and acknowledged graphs that do not read back."""
+    tally = soak.tally
+    with ThreadPoolExecutor(2) as pool:  # two at a time: the query workers' default number
+        updates = list(pool.map(lambda triple: update_found(soak.url, triple), tally.updates))
+        graphs = list(pool.map(lambda item: graph_found(soak.url, *item), tally.graphs.items()))
+    lost = [triple for triple, found in zip(tally.updates, updates, strict=True) if not found]
+    return lost + [graph for graph, found in zip(tally.graphs, graphs, strict=True)
+                   if not found or graph in tally.misread]
+
+
+def lost_traces(soak: Soak) -> list[str]:
+    """Returned sessions whose trace is missing or incomplete (and GraphRAG answers that returned none)."""
+    with ThreadPoolExecutor(4) as pool:
+        complete = list(pool.map(lambda session: trace_complete(soak.url, session), soak.tally.sessions))
+    lost = [session for session, ok in zip(soak.tally.sessions, complete, strict=True) if not ok]
+    return lost + ["a GraphRAG answer without a session id or end_of_session"] * soak.tally.broken_answers
+
+
+# --- the result -----------------------------------------------------------------------------------
+
+@dataclass
+class Result:
+    settings: Settings
+    tally: Tally
+    lost_writes: list[str]
+    lost_traces: list[str]
+    crashes: int
+    query_processes: int  # alive after the run
+    burning: int  # of those, using CPU after the run
+    left_running: int  # still running after the server stopped
+    log_problems: list[str]
+
+    def statuses(self) -> list[int]:
+        """The status of every answer the clients got (0: none)."""
+        tally = self.tally
+        return ([status for _, status, _ in tally.normal] + [status for status, _ in tally.health + tally.runaway]
+                + [status for status in tally.slow if status > 0])
+
+    @property
+    def requests(self) -> int:
+        tally = self.tally
+        return len(tally.normal) + len(tally.health) + len(tally.runaway) + len(tally.slow)
+
+    @property
+    def runaway_started(self) -> int:
+        return len(self.tally.runaway)
+
+    @property
+    def acknowledged_writes(self) -> int:
+        return len(self.tally.updates) + len(self.tally.graphs)
+
+    @property
+    def health_p99_ms(self) -> float:
+        return percentile([seconds * 1000 for _, seconds in self.tally.health], 99)
+
+    def targets(self) -> list[tuple[str, bool]]:
+        statuses = self.statuses()
+        return [("0 5xx", not any(status >= 500 for status in statuses)),
+                ("0 requests without an answer", 0 not in statuses),
+                ("0 lost traces", not self.lost_traces),
+                ("0 lost acknowledged writes", not self.lost_writes),
+                ("0 worker crashes", self.crashes == 0),
+                (f"/healthz p99 under {HEALTHZ_P99_TARGET_MS / 1000:g} s", self.health_p99_ms < HEALTHZ_P99_TARGET_MS),
+                ("0 query processes left running", self.burning == 0 and self.left_running == 0)]
+
+    @property
+    def passed(self) -> bool:
+        return all(met for _, met in self.targets())
+
+
+def _p50_p99(seconds: list[float]) -> str:
+    millis = [s * 1000 for s in seconds]
+    return f"{percentile(millis, 50):.1f} / {percentile(millis, 99):.1f}"
+
+
+def _counts(statuses: list[int]) -> str:
+    names = {HELD_TO_END: "held to the end", CLOSED: "no answer"}
+    return ", ".join(f"{names.get(status, status)} x{n}" for status, n in sorted(Counter(statuses).items()))
+
+
+def _kind_answers(tally: Tally, kind: str) -> str:
+    samples = [(status, seconds) for k, status, seconds in tally.normal if k == kind]
+    return f"{_counts([status for status, _ in samples])} ({_p50_p99([seconds for _, seconds in samples])})"
+
+
+def rows(result: Result) -> list[list[str]]:
+    """The table's measurement rows, then one row per target."""
+    settings, tally, config = result.settings, result.tally, Config()
+    stopped = sum(1 for status, named in tally.runaway if status == 422 and named)
+    refused = sum(1 for status, _ in tally.runaway if status == 429)
+    other = len(tally.runaway) - stopped - refused
+    statuses = result.statuses()
+    measured = [
+        ["clients", f"{settings.clients} mixed; on top: {settings.runaway} runaway, {settings.slow} slow, "
+                    "1 /healthz prober"],
+        ["minutes", f"{settings.seconds / 60:.3g}"],
+        ["server settings", f"GLASSGRAPH_DEADLINE={settings.deadline_s:g} s (lowered for the soak), "
+                            f"GLASSGRAPH_QUERY_WORKERS={config.query_workers}, "
+                            f"GLASSGRAPH_BODY_TIMEOUT={config.body_timeout_s:g} s"],
+        ["requests", f"{result.requests} (mixed {len(tally.normal)}, /healthz {len(tally.health)}, "
+                     f"runaway {len(tally.runaway)}, slow {len(tally.slow)})"],
+        *[[f"mixed answers: {kind} (p50 / p99 ms)", _kind_answers(tally, kind)] for kind in KINDS],
+        ["5xx", str(sum(1 for status in statuses if status >= 500))],
+        ["acknowledged writes", f"{len(tally.updates)} updates, {len(tally.graphs)} graph PUTs"],
+        ["lost writes", str(len(result.lost_writes))],
+        ["GraphRAG sessions returned", str(len(tally.sessions))],
+        ["lost traces", str(len(result.lost_traces))],
+        ["latency of normal (mixed) requests p50 / p99 (ms)", _p50_p99([seconds for _, _, seconds in tally.normal])],
+        ["/healthz p50 / p99 (ms)", _p50_p99([seconds for _, seconds in tally.health])],
+        ["runaway queries started / stopped (422) / refused busy (429) / other",
+         f"{result.runaway_started} / {stopped} / {refused} / {other}"],
+        ["slow clients held (max at once)", f"{tally.held_max} of {settings.slow}, longest "
+                                            f"{tally.held_longest_s:.0f} s; {_counts(tally.slow) or 'none ended'}"],
+        ["worker crashes", str(result.crashes)],
+        ["query processes after the run", f"{result.query_processes} alive, {result.burning} burning CPU, "
+                                          f"{result.left_running} left after shutdown"],
+        ["server log: errors, warnings, 5xx", str(len(result.log_problems))],
+    ]
+    return measured + [[f"target: {name}", "met" if met else "MISSED"] for name, met in result.targets()]
+
+
+def report(result: Result) -> str:
+    """The table, then a few examples of whatever went wrong."""
+    lines = [_table(["measure", "value"], rows(result))]
+    for title, items in (("unexpected answer", result.tally.unexpected), ("lost write", result.lost_writes),
+                         ("lost trace", result.lost_traces), ("server log", result.log_problems)):
+        lines += [f"  {title}: {item}" for item in items[:MAX_EXAMPLES]]
+    return "\n".join(lines)
+
+
+# --- running --------------------------------------------------------------------------------------
+
+def warm_up(url: str) -> None:
+    """One GraphRAG answer (builds the label index) and one query (starts a query worker)."""
+    requests.post(url + "/api/graph-rag", json={"query": question(0), "streaming": False},
+                  timeout=REQUEST_TIMEOUT_S).raise_for_status()
+    requests.get(url + "/sparql", params={"query": select_text(0)}, headers=RESULTS_JSON,
+                 timeout=REQUEST_TIMEOUT_S).raise_for_status()
+
+
+def run(settings: Settings) -> Result:
+    """Start the server over a new sample store, soak it, check everything; the server is stopped after."""
+    with tempfile.TemporaryDirectory(prefix="glassgraph-soak-") as tmp:
+        server = ProductionServer(Path(tmp) / "store", env={"GLASSGRAPH_LOAD_SAMPLE": "true",
+                                                              "GLASSGRAPH_DEADLINE": f"{settings.deadline_s:g}"})
+        try:
+            warm_up(server.url)
+            first_workers = children(server.process.pid)
+            soak = Soak(server.url, settings)
+            drive(soak)
+            processes = query_processes(server.process.pid)
+            hot = burning(processes)
+            writes, traces = lost_writes(soak), lost_traces(soak)
+            crashes = worker_crashes(server, first_workers)
+        finally:
+            server.close()
+        return Result(settings, soak.tally, writes, traces, crashes, len(processes), hot, left_running(processes),
+                      log_problems(server))
+
+
+def parse_args(argv: list[str] | None) -> Settings:
+    default = Settings()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=default.clients,
+                        help=f"mixed clients (default {default.clients}); the runaway and slow ones come on top")
+    parser.add_argument("--minutes", type=float, default=default.seconds / 60, help="default %(default)g")
+    parser.add_argument("--runaway", type=int, default=default.runaway, help="runaway clients (default %(default)s)")
+    parser.add_argument("--slow", type=int, default=default.slow, help="slow clients (default %(default)s)")
+    parser.add_argument("--deadline", type=float, default=default.deadline_s,
+                        help="GLASSGRAPH_DEADLINE for the soak, in seconds (default %(default)g)")
+    parser.add_argument("--quick", action="store_true", help=f"a smoke run: {QUICK.seconds:g} s, {QUICK.clients} "
+                                                             f"clients, {QUICK.runaway} runaway, {QUICK.slow} slow")
+    args = parser.parse_args(argv)
+    if not (1 <= args.clients <= 100 and 0 < args.minutes <= 60 and 0 <= args.runaway <= 50
+            and 0 <= args.slow <= 200 and 0 < args.deadline <= 60):
+        parser.error("--clients must be 1..100, --minutes 0..60, --runaway 0..50, --slow 0..200, --deadline 0..60")
+    if args.quick:
+        return replace(QUICK, deadline_s=args.deadline)
+    return Settings(args.clients, args.minutes * 60, args.runaway, args.slow, args.deadline)
+
+
+def main(argv: list[str] | None = None) -> int:
+    result = run(parse_args(argv))
+    print(report(result))
+    return 0 if result.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
