@@ -397,3 +397,17 @@ def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(sto
         assert sorted(notified[1:]) == ["default", "movies"]
     finally:
         server.close()
+
+
+def test_writes_go_through_while_runaway_queries_hold_every_query_worker(store: GraphStore) -> None:
+    """Updates are parsed in a worker first, but not in the queries' workers: runaway queries cannot stall writes."""
+    server = serve(_runaway_store(store), token=TOKEN, query_deadline_s=5.0, query_workers=1)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1 + WAITING_PER_WORKER) as pool:
+            taken = [pool.submit(ask, server, RUNAWAY) for _ in range(1 + WAITING_PER_WORKER)]
+            time.sleep(1.0)
+            assert ask(server, "ASK { ?s ?p ?o }").status_code == 429  # every query place is taken
+            assert update(server, f"INSERT DATA {{ {NEW} }}").status_code == 204
+            [f.result() for f in taken]
+    finally:
+        server.close()

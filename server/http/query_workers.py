@@ -4,8 +4,13 @@ pyoxigraph cannot cancel a query, and a query that produces no rows never return
 be told its time is up: in a thread it runs on after its deadline and after its client has left.
 So a client's query runs in a worker process holding a read-only snapshot of the on-disk store;
 when the deadline passes, the process is killed (CPU and memory come back at once) and the client
-gets 422 naming the limit. Workers are started on first use and replaced after a kill. A worker's memory is capped
-(``RLIMIT_DATA``), so one query cannot take the machine's memory either.
+gets 422 naming the limit. Workers are started on first use and replaced after a kill. A worker's
+memory is capped (``RLIMIT_DATA``), so one query cannot take the machine's memory either.
+
+One more worker of its own parses what the server would otherwise parse first (``parse_errors``):
+the guard's renamed reading of an update, and the update before the server runs it. pyoxigraph's
+parser can overflow its stack on a long text; in a worker that costs the worker, not the server,
+and runaway queries never delay a write.
 
 At most ``size`` queries run at once and at most ``WAITING_PER_WORKER * size`` more wait for a
 worker, each for at most ``PATIENCE_S``; past either a query is refused with 429 and
@@ -44,9 +49,10 @@ from server.http.sparql_guard import parse_error
 _START_TIMEOUT_S = 60.0
 WAITING_PER_WORKER = 4
 PATIENCE_S = 5.0  # the longest a query waits for a worker
+PARSES_WAITING = 8
 _PARENT_CHECK_S = 1.0
 PARSE_STACK_BYTES = 4 * 1024 * 1024
-_OPEN_ATTEMPTS, _OPEN_RETRY_S = 5, 0.02
+_OPEN_ATTEMPTS, _OPEN_RETRY_S = 10, 0.01  # the n-th retry waits n times _OPEN_RETRY_S
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -81,7 +87,7 @@ class _Snapshot:
             return self.store
         self.store = None
         for attempt in range(_OPEN_ATTEMPTS):
-            time.sleep(_OPEN_RETRY_S if attempt else 0)
+            time.sleep(_OPEN_RETRY_S * attempt)
             try:
                 self.store, self.generation = Store.read_only(self.path), generation
                 return self.store
@@ -178,49 +184,31 @@ class _Worker:
         self.replies.close()
 
 
-class QueryWorkers:
-    """``size`` worker processes over the on-disk store at ``store_path``; see the module docstring."""
+class _Slots:
+    """``size`` workers handed out one job at a time, with at most ``waiting`` callers waiting, each
+    at most ``PATIENCE_S``; ``busy`` is the refusal past either."""
 
-    def __init__(self, store_path: Path, size: int, memory_mb: int, flush: Callable[[], None]) -> None:
-        """``flush`` persists the server's recent writes (``GraphStore.flush``)."""
-        self.store_path, self.flush = store_path, flush
-        self.memory_bytes = memory_mb * 1024 * 1024
+    def __init__(self, size: int, waiting: int, start: Callable[[], _Worker], busy: str) -> None:
+        self._start, self._busy = start, busy
         self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
         for _ in range(size):
             self._idle.put(None)  # a free slot whose process is started on first use
-        self._waiting = threading.BoundedSemaphore(WAITING_PER_WORKER * size)
+        self._waiting = threading.BoundedSemaphore(waiting)
         self._closed = False
 
-    def run(self, task: QueryTask, generation: int, deadline_s: float) -> Answer:
-        """``task``'s answer; 422 past ``deadline_s``; 429 when the queue is full or no worker came free in time."""
-        with self._worker() as worker:
-            if worker.generation != generation:
-                self.flush()
-            answer = worker.ask(("query", generation, task), deadline_s)
-            worker.generation = generation
-            return answer
-
-    def parse_errors(self, texts: list[str], is_update: bool, deadline_s: float) -> list[str | None]:
-        """The parser's message for each text that does not parse (None for one that does), found in a
-        worker: a text that would overflow the parser's stack costs a worker, not the server (422)."""
-        with self._worker() as worker:
-            return worker.ask(("parse", texts, is_update), deadline_s)
-
     @contextmanager
-    def _worker(self) -> Iterator[_Worker]:
+    def worker(self) -> Iterator[_Worker]:
         """A worker for one job, started if its slot has none, put back afterwards if it lives."""
         worker = self._take()
         try:
             if worker is None:
-                worker = _Worker(self.store_path, self.memory_bytes)
+                worker = self._start()
             yield worker
         finally:
             self._idle.put(worker if worker is not None and worker.alive else None)
 
     def _take(self) -> _Worker | None:
-        busy = Busy(f"every query worker is busy (GLASSGRAPH_QUERY_WORKERS) and stayed busy or had "
-                              f"too many queries waiting ({PATIENCE_S:g} s at most): try again shortly",
-                         {"Retry-After": "5"})
+        busy = Busy(f"{self._busy}: try again shortly ({PATIENCE_S:g} s is the longest wait)", {"Retry-After": "5"})
         if self._closed or not self._waiting.acquire(blocking=False):
             raise busy
         try:
@@ -231,7 +219,6 @@ class QueryWorkers:
             self._waiting.release()
 
     def close(self) -> None:
-        """Stop every worker (the server is shutting down)."""
         self._closed = True
         while True:
             try:
@@ -240,6 +227,43 @@ class QueryWorkers:
                 return
             if worker is not None:
                 worker.kill()
+
+
+class QueryWorkers:
+    """``size`` worker processes for clients' queries and one more for parse checks (so that
+    runaway queries never hold up writes) over the on-disk store at ``store_path``; see the module
+    docstring."""
+
+    def __init__(self, store_path: Path, size: int, memory_mb: int, flush: Callable[[], None]) -> None:
+        """``flush`` persists the server's recent writes (``GraphStore.flush``)."""
+        self.flush = flush
+
+        def start() -> _Worker:
+            return _Worker(store_path, memory_mb * 1024 * 1024)
+
+        self._queries = _Slots(size, WAITING_PER_WORKER * size, start,
+                               "every query worker is busy (GLASSGRAPH_QUERY_WORKERS) with queries waiting")
+        self._parser = _Slots(1, PARSES_WAITING, start, f"{PARSES_WAITING} requests are waiting for a parse check")
+
+    def run(self, task: QueryTask, generation: int, deadline_s: float) -> Answer:
+        """``task``'s answer; 422 past ``deadline_s``; 429 when the queue is full or no worker came free in time."""
+        with self._queries.worker() as worker:
+            if worker.generation != generation:
+                self.flush()
+            answer = worker.ask(("query", generation, task), deadline_s)
+            worker.generation = generation
+            return answer
+
+    def parse_errors(self, texts: list[str], is_update: bool, deadline_s: float) -> list[str | None]:
+        """The parser's message for each text that does not parse (None for one that does), found in the
+        parse worker: a text that would overflow the parser's stack costs that worker, not the server (422)."""
+        with self._parser.worker() as worker:
+            return worker.ask(("parse", texts, is_update), deadline_s)
+
+    def close(self) -> None:
+        """Stop every worker (the server is shutting down)."""
+        self._queries.close()
+        self._parser.close()
 
 
 if __name__ == "__main__":
