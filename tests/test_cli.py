@@ -459,3 +459,9 @@ def test_ask_refuses_a_question_over_the_limit_or_not_unicode(cli_store: str) ->
     assert_failure(long, 2, f"{len(QUESTION)} characters", "limit of 10", "GLASSGRAPH_MAX_QUESTION")
     undecodable = run(GLASSGRAPH, "--store", cli_store, "ask", "-q", "capital of Fr\udcffnce?")
     assert_failure(undecodable, 2, "not valid text")
+
+
+def test_ask_refuses_limits_out_of_the_servers_range(cli_store: str) -> None:
+    """The same ranges as the API (RetrievalLimits.RANGES): a usage error, before anything runs."""
+    too_wide = run(GLASSGRAPH, "--store", cli_store, "ask", "-q", QUESTION, "--triple-limit", "101")
+    assert_failure(too_wide, 2, "'triple_limit' must be an integer between 1 and 100")

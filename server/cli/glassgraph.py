@@ -200,6 +200,11 @@ def cmd_load(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_ask(args: argparse.Namespace, config: Config) -> int:
+    limits = RetrievalLimits(**limits_of(args))
+    try:
+        limits.check()
+    except ValueError as exc:
+        args.command_parser.error(str(exc))
     store = _open(config, sample=True)  # before the pipeline's imports (seconds): a held store fails fast
     from server.explain.trace import read_trace
     from server.rag.llm import LLMError
@@ -209,8 +214,7 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         rag = make_graph_rag(store, config)
     except (LLMError, ValueError) as exc:
         raise LLMFailed(f"cannot set up the LLM: {exc}") from None
-    messages = (message.to_dict() for message in rag.run(args.question, args.collection, args.explainable,
-                                                         RetrievalLimits(**limits_of(args))))
+    messages = (message.to_dict() for message in rag.run(args.question, args.collection, args.explainable, limits))
     display = StreamDisplay(sys.stdout, sys.stderr, lambda iri: read_trace(store, iri), args.format,
                             args.explainable)
     display.run(messages)
