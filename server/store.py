@@ -1,8 +1,9 @@
 """The store: one pyoxigraph Store, its named-graph layout, templates and writers' lock.
 
 Code outside this module reads and writes through these methods, the seam a remote store would
-fill. Every query and update the pipeline runs is a template in ``sparql/``; the one update
-built here is the Graph Store Protocol's replace/merge (``write_graph``): its body's triples may
+fill (a client's query in the server, on an in-memory store, is the one use of ``raw`` outside).
+Every query the pipeline runs is a template in ``sparql/``, and it writes with ``extend``; the one
+update built here is the Graph Store Protocol's replace/merge (``write_graph``): its body's triples may
 hold blank nodes, which no VALUES block can carry, so they are written as ``INSERT DATA`` with
 pyoxigraph's own escaping (``render_term``) of terms pyoxigraph parsed, never from request text.
 """

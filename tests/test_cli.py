@@ -465,3 +465,11 @@ def test_ask_refuses_limits_out_of_the_servers_range(cli_store: str) -> None:
     """The same ranges as the API (RetrievalLimits.RANGES): a usage error, before anything runs."""
     too_wide = run(GLASSGRAPH, "--store", cli_store, "ask", "-q", QUESTION, "--triple-limit", "101")
     assert_failure(too_wide, 2, "'triple_limit' must be an integer between 1 and 100")
+
+
+def test_ask_and_load_default_to_the_configured_collection(cli_store: str, tmp_path: Path) -> None:
+    """GLASSGRAPH_COLLECTION was ignored by the CLIs (-C defaulted to 'default')."""
+    data = tmp_path / "one.nt"
+    data.write_text("<https://trustgraph.ai/e/x> <https://trustgraph.ai/r/y> <https://trustgraph.ai/e/z> .\n")
+    loaded = run(GLASSGRAPH, "--store", cli_store, "load", str(data), env={"GLASSGRAPH_COLLECTION": "elsewhere"})
+    assert loaded.returncode == 0 and "collection 'elsewhere'" in loaded.stdout, loaded.stderr

@@ -28,7 +28,7 @@ def positive_int(text: str) -> int:
 def add_query_arguments(parser: argparse.ArgumentParser, default_limits: Mapping[str, int] | None = None) -> None:
     """Question, collection, retrieval limits (help shows ``default_limits``, else "the server's") and display."""
     parser.add_argument("-q", "--question", required=True, help="the question to answer")
-    parser.add_argument("-C", "--collection", default="default", help="collection to query (default: %(default)s)")
+    parser.add_argument("-C", "--collection", help="collection to query (default: GLASSGRAPH_COLLECTION's)")
     for name, (flags, help_text) in LIMIT_FLAGS.items():
         default = default_limits[name] if default_limits is not None else "the server's"
         parser.add_argument(*flags, dest=name, type=positive_int, help=f"{help_text} (default: {default})")

@@ -72,7 +72,10 @@ def _open_existing(config: Config, snapshot: bool = False) -> GraphStore:
 
 def _check_arguments(args: argparse.Namespace, config: Config) -> None:
     """Usage errors that depend on the configuration: ``-C`` must name a user collection (the
-    explainability graph's name is configured) and ``ask``'s question must fit the limit."""
+    explainability graph's name is configured) and ``ask``'s question must fit the limit. ``ask`` and
+    ``load`` without ``-C`` take the configured default collection."""
+    if args.handler in (cmd_ask, cmd_load) and args.collection is None:
+        args.collection = config.default_collection
     collection = getattr(args, "collection", None)
     if collection is not None:
         try:
@@ -347,8 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     load = _command(sub, "load", cmd_load, "load RDF files (ttl, nt, nq, trig, rdf; optionally .gz) into a collection",
                     "glassgraph load movies.ttl people.nt.gz -C movies")
     load.add_argument("files", nargs="+", metavar="FILE", help="RDF files, each loaded in one transaction")
-    load.add_argument("-C", "--collection", default="default",
-                      help="collection to load into (default: %(default)s)")
+    load.add_argument("-C", "--collection",
+                      help="collection to load into (default: $GLASSGRAPH_COLLECTION, else default)")
     load.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ask = _command(sub, "ask", cmd_ask, "answer a question in-process on the embedded store (GraphRAG)",

@@ -99,11 +99,13 @@ class Client:
             detail = detail["message"]
         return f"{status}: {error_text(detail)}" if detail else status
 
-    def graph_rag(self, question: str, collection: str, explainable: bool, streaming: bool,
+    def graph_rag(self, question: str, collection: str | None, explainable: bool, streaming: bool,
                   limits: dict[str, int]) -> Iterator[dict]:
-        """The messages of one GraphRAG query (a non-streaming answer is turned into messages too)."""
-        body = {"query": question, "collection": collection, "explainable": explainable,
-                "streaming": streaming, **limits}
+        """The messages of one GraphRAG query (a non-streaming answer is turned into messages too);
+        ``collection`` None asks the server's default collection."""
+        body = {"query": question, "explainable": explainable, "streaming": streaming, **limits}
+        if collection is not None:
+            body["collection"] = collection
         accept = "application/x-ndjson" if streaming else "application/json"
         response = self._request("POST", "/api/graph-rag", json=body, headers={"Accept": accept}, stream=streaming)
         content_type = response.headers.get("Content-Type", "")

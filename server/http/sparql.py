@@ -4,7 +4,7 @@ One function per protocol operation, modelled on Oxigraph's own server: the requ
 an :class:`Operation` (query by GET, POST form or POST ``application/sparql-query``; update by POST
 form or POST ``application/sparql-update``), then :func:`evaluate_query` or
 :func:`evaluate_update` runs it; a GET without a query answers the service description.
-Negotiation lives in ``negotiation.py``, status codes in ``errors.py``.
+Negotiation lives in ``negotiation.py``; error types and their status codes in ``server/errors.py``.
 
 Dataset: without ``default-graph-uri``/``named-graph-uri`` and without ``FROM`` in the query, the
 default graph is the union of all graphs. Updates work on the store's real default graph.
@@ -160,7 +160,7 @@ def evaluate_update(operation: Operation) -> Response:
 
 def _check_parses(text: str, checked: Checked) -> None:
     """The update, and the guard's renamed reading of it, parsed where a parser crash costs nothing:
-    in a query worker (an in-memory store has none: there, in the server). An update that calls an
+    in the parse worker (an in-memory store has none: there, in the server). An update that calls an
     allowed endpoint is not tried there, since trying runs it."""
     texts = ([checked.must_parse] if checked.must_parse is not None else []) + ([] if checked.calls_remote else [text])
     if not texts:

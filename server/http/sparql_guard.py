@@ -171,7 +171,7 @@ def check_nesting(text: str) -> list[Token] | None:
     """Refuse text nested deeper than :data:`MAX_NESTING` (400) before anything parses it.
 
     A ``!`` counts as a level until the bracket around it closes (``!!!!x`` recurses like
-    ``((((x``). Text with fewer openers than the limit cannot be too deep and is not lexed; otherwise
+    ``((((x``). Text with at most as many openers as the limit cannot be too deep and is not lexed; otherwise
     the tokens are returned for the next check.
     """
     if len(_NESTING_CHARS.findall(text)) <= MAX_NESTING:
