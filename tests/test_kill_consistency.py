@@ -85,16 +85,25 @@ def kill(server: ProductionServer) -> None:
 
 
 @dataclass
-class Background:
-    """A request running in a thread: its status, or None when the connection broke."""
+class InThread:
+    """Runs ``_run`` in a daemon thread from the moment it is made."""
 
-    send: Callable[[], requests.Response]
-    status: int | None = None
     thread: threading.Thread = field(init=False)
 
     def __post_init__(self) -> None:
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class Background(InThread):
+    """A request running in a thread: its status, or None when the connection broke."""
+
+    send: Callable[[], requests.Response]
+    status: int | None = None
 
     def _run(self) -> None:
         try:
@@ -308,17 +317,12 @@ def rag_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @dataclass
-class Stream:
+class Stream(InThread):
     """A streamed GraphRAG request in a thread, collecting the explain ids it receives."""
 
     url: str
     explain_ids: list[str] = field(default_factory=list)
     ended: bool = False
-    thread: threading.Thread = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
 
     def _run(self) -> None:
         try:
