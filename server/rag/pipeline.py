@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from pyoxigraph import Triple
 
@@ -45,59 +46,52 @@ class GraphRag:
             yield _failure(exc.type, exc.message)
             return
         recorder = ExplainRecorder(self.store, collection, self.llm.model) if explainable else None
-        stage = "session"
+        progress = _Progress()
         try:
-            if recorder:
-                yield self._explain(recorder.session(question))
-            stage = "retrieval"
-            graph = self.retriever.get_labelgraph(question, collection, limits)
-            if recorder:
-                yield self._explain(recorder.retrieval(len(graph.uri_map)))
-            if not graph.uri_map:
-                raise NoEdges(f"no facts in collection {collection!r} match the question")
-            stage = "selection"
-            labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
-            reply = self.llm.select(question, list(labeled.items()))
-            chosen = parse_selection(reply, labeled)
-            if not chosen:
-                raise NoSelection(f"the LLM's selection named none of the {len(labeled)} retrieved edges "
-                                  "(no valid edge id in its reply)")
-            if recorder:
-                yield self._explain(recorder.selection(
-                    [(Triple(*graph.uri_map[edge_id]), reasoning) for edge_id, reasoning in chosen]))
-            stage = "synthesis"
-            pieces = []
-            for piece in self.llm.answer(question, [labeled[edge_id] for edge_id, _ in chosen]):
-                if piece:
-                    pieces.append(piece)
-                    yield GraphRagResponse("chunk", response=piece)
-            text = "".join(pieces)
-            if not text.strip():
-                raise LLMFailed("the LLM returned an empty answer")
-            stage = "answer"
-            if recorder:
-                answer = recorder.answer(text)
-                stage = "done"
-                yield self._explain(answer)
+            yield from self._stages(question, collection, limits, recorder, progress)
         except GeneratorExit:  # the client went away: say so in the trace, then stop
-            if stage != "done":
-                self._record_error(recorder, ErrorType.CANCELLED, f"{stage}: the client closed the stream")
+            if progress.stage != "done":
+                self._record_error(recorder, ErrorType.CANCELLED, f"{progress.stage}: the client closed the stream")
             raise
-        except GlassgraphError as exc:
-            yield self._fail(recorder, exc.type, f"{stage}: {exc.message}")
-            return
-        except LLMError as exc:
-            yield self._fail(recorder, ErrorType.LLM_FAILED, f"{stage}: {exc}")
-            return
-        except (RecordError, OSError) as exc:
-            log.exception("store failure during %s", stage)
-            yield self._fail(recorder, ErrorType.STORE_FAILED, f"{stage}: {exc}")
-            return
         except Exception as exc:  # the stream must end with an error message, not break
-            log.exception("GraphRAG failure during %s", stage)
-            yield self._fail(recorder, ErrorType.INTERNAL, f"{stage}: {type(exc).__name__}: {exc}")
+            yield self._fail(recorder, *_failure_of(exc, progress.stage))
             return
         yield GraphRagResponse("chunk", end_of_stream=True, end_of_session=True)
+
+    def _stages(self, question: str, collection: str, limits: RetrievalLimits | None,
+                recorder: ExplainRecorder | None, progress: _Progress) -> Iterator[GraphRagResponse]:
+        """Session, retrieval, selection, synthesis and answer, each stage's messages as it runs;
+        ``progress.stage`` names the stage in hand."""
+        if recorder:
+            yield self._explain(recorder.session(question))
+        progress.stage = "retrieval"
+        graph = self.retriever.get_labelgraph(question, collection, limits)
+        if recorder:
+            yield self._explain(recorder.retrieval(len(graph.uri_map)))
+        if not graph.uri_map:
+            raise NoEdges(f"no facts in collection {collection!r} match the question")
+        progress.stage = "selection"
+        labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
+        chosen = parse_selection(self.llm.select(question, list(labeled.items())), labeled)
+        if not chosen:
+            raise NoSelection(f"the LLM's selection named none of the {len(labeled)} retrieved edges "
+                              "(no valid edge id in its reply)")
+        if recorder:
+            yield self._explain(recorder.selection(
+                [(Triple(*graph.uri_map[edge_id]), reasoning) for edge_id, reasoning in chosen]))
+        progress.stage = "synthesis"
+        pieces = []
+        for piece in self.llm.answer(question, [labeled[edge_id] for edge_id, _ in chosen]):
+            if piece:
+                pieces.append(piece)
+                yield GraphRagResponse("chunk", response=piece)
+        if not "".join(pieces).strip():
+            raise LLMFailed("the LLM returned an empty answer")
+        progress.stage = "answer"
+        if recorder:
+            answer = recorder.answer("".join(pieces))
+            progress.stage = "done"
+            yield self._explain(answer)
 
     def _check(self, question: str, collection: str) -> None:
         if not question:
@@ -125,6 +119,24 @@ class GraphRag:
             recorder.error(error_type.wire_name, message)
         except Exception:  # the store itself may be what failed
             log.exception("could not record the error of session %s", recorder.session_id)
+
+
+@dataclass
+class _Progress:
+    stage: str = "session"
+
+
+def _failure_of(exc: Exception, stage: str) -> tuple[ErrorType, str]:
+    """The error type and message a stage's exception ends the stream with."""
+    if isinstance(exc, GlassgraphError):
+        return exc.type, f"{stage}: {exc.message}"
+    if isinstance(exc, LLMError):
+        return ErrorType.LLM_FAILED, f"{stage}: {exc}"
+    if isinstance(exc, (RecordError, OSError)):
+        log.exception("store failure during %s", stage)
+        return ErrorType.STORE_FAILED, f"{stage}: {exc}"
+    log.exception("GraphRAG failure during %s", stage)
+    return ErrorType.INTERNAL, f"{stage}: {type(exc).__name__}: {exc}"
 
 
 def _failure(error_type: ErrorType, message: str) -> GraphRagResponse:
