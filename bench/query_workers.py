@@ -59,7 +59,7 @@ def main() -> None:
     print(f"{'query':<14}{'in-process ms':>15}{'worker ms':>11}{'ratio':>7}{'after a write ms':>18}{'ratio':>7}")
     try:
         for name, text in QUERIES.items():
-            task = QueryTask(text, JSON, 100_000, 64 * 1024 * 1024, union_default_graph=True)
+            task = QueryTask(text, JSON, 100_000, 64 * 1024 * 1024)
             workers.run(task, store.generation, 60)  # start the worker and open its snapshot
             base = _timed(lambda task=task: answer_query(store.raw, task), args.runs)
             worker = _timed(lambda task=task: workers.run(task, store.generation, 60), args.runs)

@@ -30,7 +30,7 @@ from typing import Any
 from uvicorn_worker import UvicornWorker
 
 from server.errors import ContentTooLarge, GlassgraphError, RequestTimeout
-from server.http.query_workers import PARSE_STACK_BYTES
+from server.http.sparql_eval import PARSE_STACK_BYTES
 
 log = logging.getLogger("glassgraph.http")
 
@@ -43,7 +43,7 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 HEAD_LIMIT = 16 * 1024  # of a request head (line and headers) not yet ended; an 8 KB URL fits
 LINGER_S = 1.0  # after an early answer, how long the rest of a body is read and dropped
 # pyoxigraph's parser recurses: request threads get four times the stack that the query workers
-# prove an update parses within (query_workers.PARSE_STACK_BYTES) before the server parses it.
+# prove an update parses within (sparql_eval.PARSE_STACK_BYTES) before the server parses it.
 THREAD_STACK_BYTES = 4 * PARSE_STACK_BYTES
 
 

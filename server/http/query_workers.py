@@ -7,10 +7,10 @@ when the deadline passes, the process is killed (CPU and memory come back at onc
 gets 422 naming the limit. Workers are started on first use and replaced after a kill. A worker's
 memory is capped (``RLIMIT_DATA``), so one query cannot take the machine's memory either.
 
-One more worker of its own parses what the server would otherwise parse first (``parse_errors``):
-the guard's renamed reading of an update, and the update before the server runs it. pyoxigraph's
-parser can overflow its stack on a long text; in a worker that costs the worker, not the server,
-and runaway queries never delay a write.
+One more worker of its own prepares each update before the server runs it (``prepare_update``:
+the guard, the protocol's USING graphs, a proof that it parses). The lexer and pyoxigraph's parser
+can be driven to minutes, gigabytes or a stack overflow by a crafted text; in a worker that costs
+the worker, not the server, and runaway queries never delay a write.
 
 At most ``size`` queries run at once and at most ``WAITING_PER_WORKER * size`` more wait for a
 worker, each for at most ``PATIENCE_S``; past either a query is refused with 429 and
@@ -43,15 +43,20 @@ from pyoxigraph import Store
 from server.config import PROJECT_ROOT
 from server.errors import Busy, GlassgraphError, LimitExceeded, StoreFailed, Unavailable
 from server.http.rdf_output import Answer
-from server.http.sparql_eval import QueryTask, answer_query, deadline_exceeded
-from server.http.sparql_guard import parse_error
+from server.http.sparql_eval import (
+    PreparedUpdate,
+    QueryTask,
+    UpdateTask,
+    answer_query,
+    deadline_exceeded,
+    prepare_update,
+)
 
 _START_TIMEOUT_S = 60.0
 WAITING_PER_WORKER = 4
 PATIENCE_S = 5.0  # the longest a query waits for a worker
 PARSES_WAITING = 8
 _PARENT_CHECK_S = 1.0
-PARSE_STACK_BYTES = 4 * 1024 * 1024
 _OPEN_ATTEMPTS, _OPEN_RETRY_S = 10, 0.01  # the n-th retry waits n times _OPEN_RETRY_S
 
 
@@ -96,21 +101,9 @@ class _Snapshot:
         raise Unavailable(f"the store could not be opened for reading: {failure}")
 
 
-def _parse_errors(texts: list[str], is_update: bool) -> list[str | None]:
-    """``sparql_guard.parse_error`` of each text, in a thread with ``PARSE_STACK_BYTES`` of stack: a
-    text that overflows it kills this worker, and one that does not is safe to parse in the server,
-    whose request threads have four times that stack (``asgi.THREAD_STACK_BYTES``)."""
-    errors: list[str | None] = []
-    threading.stack_size(PARSE_STACK_BYTES)
-    checker = threading.Thread(target=lambda: errors.extend(parse_error(t, is_update) for t in texts))
-    checker.start()
-    checker.join()
-    return errors
-
-
 def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:
-    """A worker's loop: ("query", generation, QueryTask) or ("parse", texts, is_update) in;
-    ("ok", result) or ("error", GlassgraphError) out."""
+    """A worker's loop: ("query", generation, QueryTask) or ("update", UpdateTask) in;
+    ("ok", Answer or PreparedUpdate) or ("error", GlassgraphError) out."""
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
@@ -122,7 +115,7 @@ def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes
         except EOFError:
             return
         try:
-            result = snapshot.answer(*job[1:]) if job[0] == "query" else _parse_errors(*job[1:])
+            result = snapshot.answer(*job[1:]) if job[0] == "query" else prepare_update(job[1])
             replies.send(("ok", result))
         except GlassgraphError as error:
             replies.send(("error", error))
@@ -254,11 +247,11 @@ class QueryWorkers:
             worker.generation = generation
             return answer
 
-    def parse_errors(self, texts: list[str], is_update: bool, deadline_s: float) -> list[str | None]:
-        """The parser's message for each text that does not parse (None for one that does), found in the
-        parse worker: a text that would overflow the parser's stack costs that worker, not the server (422)."""
+    def prepare_update(self, task: UpdateTask, deadline_s: float) -> PreparedUpdate:
+        """``sparql_eval.prepare_update`` in the parse worker: a text that would take the lexer or the
+        parser past the deadline, the memory cap or the stack costs that worker, not the server (422)."""
         with self._parser.worker() as worker:
-            return worker.ask(("parse", texts, is_update), deadline_s)
+            return worker.ask(("update", task), deadline_s)
 
     def close(self) -> None:
         """Stop every worker (the server is shutting down)."""

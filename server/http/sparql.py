@@ -20,16 +20,7 @@ from server.errors import BadRequest, UnsupportedMediaType
 from server.http.body import form_fields
 from server.http.context import current_config, current_queries, current_store, notify_written, require_write_access
 from server.http.responses import answer_response, rdf_response
-from server.http.sparql_eval import QueryTask, answer_query, evaluation_error
-from server.http.sparql_guard import (
-    REFUSED_UNVERIFIED,
-    Checked,
-    add_using,
-    check_user_sparql,
-    has_dataset_clause,
-    parse_error,
-    written_graphs,
-)
+from server.http.sparql_eval import QueryTask, UpdateTask, answer_query, evaluation_error, prepare_update
 from server.vocab import RDF, Namespace
 
 blueprint = Blueprint("sparql", __name__)
@@ -45,9 +36,6 @@ class Operation:
     default_graphs: list[NamedNode] = field(default_factory=list)  # default-graph-uri / using-graph-uri
     named_graphs: list[NamedNode] = field(default_factory=list)  # named-graph-uri / using-named-graph-uri
 
-    @property
-    def names_dataset(self) -> bool:
-        return bool(self.default_graphs or self.named_graphs)
 
 
 @blueprint.route("/sparql", methods=["GET", "POST"])
@@ -116,18 +104,16 @@ def read_operation() -> Operation | None:
 # --- query (protocol section 2.1) ---------------------------------------------------------------
 
 def evaluate_query(operation: Operation) -> Response:
-    """Run a query over the request's dataset and answer in the negotiated format.
+    """Check and run a query over the request's dataset, and answer in the negotiated format.
 
-    On an on-disk store the query runs in a worker process that is killed at the deadline
+    On an on-disk store both happen in a worker process that is killed at the deadline
     (``query_workers``); an in-memory store can only be read here, where the deadline is checked
     between rows.
     """
     config = current_config()
-    checked = check_user_sparql(operation.text, config.service_allow, is_update=False)
     task = QueryTask(operation.text, request.headers.get("Accept"), config.max_result_rows, config.max_result_bytes,
-                     tuple(g.value for g in operation.default_graphs), tuple(g.value for g in operation.named_graphs),
-                     union_default_graph=not operation.names_dataset and not has_dataset_clause(operation.text),
-                     calls_remote=checked.calls_remote, must_parse=checked.must_parse)
+                     config.service_allow, tuple(g.value for g in operation.default_graphs),
+                     tuple(g.value for g in operation.named_graphs))
     store, workers = current_store(), current_queries()
     if workers is not None:
         answer = workers.run(task, store.generation, config.query_deadline_s)
@@ -139,48 +125,31 @@ def evaluate_query(operation: Operation) -> Response:
 # --- update (protocol section 2.2) --------------------------------------------------------------
 
 def evaluate_update(operation: Operation) -> Response:
-    """Run an update atomically under the writers' lock; 204 on success."""
+    """Prepare an update in the parse worker (``sparql_eval.prepare_update``), then run it atomically
+    under the writers' lock; 204 on success."""
     require_write_access()
-    checked = check_user_sparql(operation.text, current_config().service_allow, is_update=True)
-    text = operation.text
-    if operation.names_dataset:
-        text = add_using(text, operation.default_graphs, operation.named_graphs)
-    _check_parses(text, checked)
+    config = current_config()
+    task = UpdateTask(operation.text, config.service_allow, tuple(g.value for g in operation.default_graphs),
+                      tuple(g.value for g in operation.named_graphs))
+    workers = current_queries()
+    prepared = (workers.prepare_update(task, config.query_deadline_s) if workers is not None
+                else prepare_update(task))
     try:
-        current_store().run_update(text)
+        current_store().run_update(prepared.text)
     except SyntaxError as error:
         raise BadRequest(f"malformed update: {error}") from None
     except (OSError, RuntimeError) as error:
-        if checked.calls_remote:
-            raise evaluation_error(error, checked.calls_remote) from None
+        if prepared.calls_remote:
+            raise evaluation_error(error, calls_remote=True) from None
         raise BadRequest(f"the update failed and wrote nothing: {error}") from None
-    notify_written(_graphs_written_by(text))
+    notify_written(_named(prepared.written_graphs))
     return Response(status=204)
 
 
-def _check_parses(text: str, checked: Checked) -> None:
-    """The update, and the guard's renamed reading of it, parsed where a parser crash costs nothing:
-    in the parse worker (an in-memory store has none: there, in the server). An update that calls an
-    allowed endpoint is not tried there, since trying runs it."""
-    texts = ([checked.must_parse] if checked.must_parse is not None else []) + ([] if checked.calls_remote else [text])
-    if not texts:
-        return
-    workers = current_queries()
-    if workers is not None:
-        errors = workers.parse_errors(texts, is_update=True, deadline_s=current_config().query_deadline_s)
-    else:
-        errors = [parse_error(t, is_update=True) for t in texts]
-    if checked.must_parse is not None and errors[0] is not None:
-        raise BadRequest(REFUSED_UNVERIFIED)
-    if not checked.calls_remote and errors[-1] is not None:
-        raise BadRequest(f"malformed update: {errors[-1]}")
-
-
-def _graphs_written_by(text: str) -> list[NamedNode] | None:
-    """The named graphs the update may have written; None (every one) when that cannot be told."""
+def _named(graphs: tuple[str, ...] | None) -> list[NamedNode] | None:
+    """The graphs an update may have written as IRIs; None (every graph) when that cannot be told."""
     try:
-        touched = written_graphs(text)
-        return None if touched is None else [NamedNode(iri) for iri in touched]
+        return None if graphs is None else [NamedNode(iri) for iri in graphs]
     except ValueError:  # a relative IRI: the update resolved it against a base we do not know
         return None
 

@@ -1,14 +1,18 @@
-"""A client's SPARQL query evaluated to a finished answer: negotiated format, rows counted, bytes.
+"""A client's SPARQL, checked and run where it can be stopped: a query to a finished answer
+(negotiated format, rows and bytes counted), an update to the text the server will run.
 
-The same function runs inside a query worker process (``query_workers``) and, for an in-memory
-store that no other process can open, in the server itself. It needs no Flask request: everything
-it needs is in the :class:`QueryTask`, and the answer is a content type and a body.
+Everything here runs inside a worker process (``query_workers``: a query in a query worker, an
+update's preparation in the parse worker), so that the server itself never lexes or parses a
+client's text: the lexer and pyoxigraph's parser can be made to take minutes, gigabytes or the
+process's stack. Only for an in-memory store, which no other process can open, does the server
+call these itself. Nothing here needs a Flask request: tasks are picklable and answers are bytes.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyoxigraph import NamedNode, QueryBoolean, QuerySolutions, Store
 
@@ -16,9 +20,17 @@ from server.errors import BadRequest, GlassgraphError, LimitExceeded, RemoteFail
 from server.http.negotiation import RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotiate
 from server.http.rdf_output import Answer, not_acceptable, rdf_answer
 from server.http.results import write_boolean, write_solutions
-from server.http.sparql_guard import REFUSED_UNVERIFIED, parse_error
+from server.http.sparql_guard import (
+    REFUSED_UNVERIFIED,
+    add_using,
+    check_user_sparql,
+    has_dataset_clause,
+    parse_error,
+    written_graphs,
+)
 
 _DEADLINE_EVERY = 64  # rows between deadline checks (in-process evaluation only)
+PARSE_STACK_BYTES = 4 * 1024 * 1024  # an update is proven to parse within this; the server's threads have 4x
 
 
 @dataclass(frozen=True)
@@ -29,22 +41,37 @@ class QueryTask:
     accept: str | None
     max_rows: int
     max_bytes: int
+    service_allow: tuple[str, ...] = ()  # GLASSGRAPH_SERVICE_ALLOW
     default_graphs: tuple[str, ...] = ()  # default-graph-uri
     named_graphs: tuple[str, ...] = ()  # named-graph-uri
-    union_default_graph: bool = False  # no dataset named anywhere: the default graph is every graph
-    calls_remote: bool = False  # an allowed SERVICE: evaluation errors are the remote endpoint's
-    must_parse: str | None = None  # the guard's renamed text (sparql_guard.Checked): refuse unless it parses
     deadline_s: float | None = None  # checked between rows; None where the caller stops the evaluation
-    dataset_options: dict = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        options: dict[str, object] = {}
-        if self.default_graphs or self.named_graphs:
-            options = {"default_graph": [NamedNode(g) for g in self.default_graphs],
-                       "named_graphs": [NamedNode(g) for g in self.named_graphs]}
-        elif self.union_default_graph:
-            options["use_default_graph_as_union"] = True
-        object.__setattr__(self, "dataset_options", options)
+
+@dataclass(frozen=True)
+class UpdateTask:
+    """A client's update and what its request says around it; picklable."""
+
+    text: str
+    service_allow: tuple[str, ...] = ()
+    using_graphs: tuple[str, ...] = ()  # using-graph-uri
+    using_named_graphs: tuple[str, ...] = ()  # using-named-graph-uri
+
+
+@dataclass(frozen=True)
+class PreparedUpdate:
+    """An update that passed every check and parses: the text to run and what it may touch."""
+
+    text: str  # with the protocol's USING clauses applied
+    calls_remote: bool  # an allowed LOAD/SERVICE: run errors are the remote endpoint's
+    written_graphs: tuple[str, ...] | None  # the named graphs it may write; None: any
+
+
+def _dataset_options(task: QueryTask) -> dict[str, object]:
+    """The protocol's dataset, else FROM in the query, else the union of every graph as default graph."""
+    if task.default_graphs or task.named_graphs:
+        return {"default_graph": [NamedNode(g) for g in task.default_graphs],
+                "named_graphs": [NamedNode(g) for g in task.named_graphs]}
+    return {} if has_dataset_clause(task.text) else {"use_default_graph_as_union": True}
 
 
 def evaluation_error(error: Exception, calls_remote: bool) -> GlassgraphError:
@@ -55,11 +82,12 @@ def evaluation_error(error: Exception, calls_remote: bool) -> GlassgraphError:
 
 
 def answer_query(store: Store, task: QueryTask) -> Answer:
-    """Run ``task`` on ``store`` and write the answer in the negotiated format."""
-    if task.must_parse is not None and parse_error(task.must_parse, is_update=False) is not None:
+    """Check ``task`` (sparql_guard), run it on ``store`` and write the answer in the negotiated format."""
+    checked = check_user_sparql(task.text, task.service_allow, is_update=False)
+    if checked.must_parse is not None and parse_error(checked.must_parse, is_update=False) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
     try:
-        result = store.query(task.text, **task.dataset_options)
+        result = store.query(task.text, **_dataset_options(task))
         if isinstance(result, (QueryBoolean, QuerySolutions)):
             answer = _results_answer(result, task)
         else:
@@ -67,7 +95,7 @@ def answer_query(store: Store, task: QueryTask) -> Answer:
     except SyntaxError as error:
         raise BadRequest(f"malformed query: {error}") from None
     except (OSError, RuntimeError, ValueError) as error:
-        raise evaluation_error(error, task.calls_remote) from None
+        raise evaluation_error(error, checked.calls_remote) from None
     if len(answer.body) > task.max_bytes:
         raise LimitExceeded(f"the answer has {len(answer.body)} bytes, more than {task.max_bytes} "
                             "(GLASSGRAPH_MAX_RESULT_BYTES): narrow the query or add LIMIT")
@@ -103,3 +131,37 @@ def _pull(result: Iterator, task: QueryTask, as_tuples: bool) -> list:
 def deadline_exceeded(deadline_s: float | None) -> GlassgraphError:
     return LimitExceeded(f"the query ran past its deadline of {deadline_s} s (GLASSGRAPH_DEADLINE) and was "
                           "stopped")
+
+
+def prepare_update(task: UpdateTask) -> PreparedUpdate:
+    """Check an update (sparql_guard), apply the protocol's USING graphs, and prove that it parses
+    (and, when the guard renamed harmless SERVICE/LOAD, that the renamed reading parses too) on a
+    thread with ``PARSE_STACK_BYTES`` of stack. An update calling an allowed endpoint is not tried,
+    since trying runs it."""
+    checked = check_user_sparql(task.text, task.service_allow, is_update=True)
+    text = task.text
+    if task.using_graphs or task.using_named_graphs:
+        text = add_using(text, [NamedNode(g) for g in task.using_graphs],
+                         [NamedNode(g) for g in task.using_named_graphs])
+    if checked.must_parse is not None and _parse_error_on_small_stack(checked.must_parse) is not None:
+        raise BadRequest(REFUSED_UNVERIFIED)
+    if not checked.calls_remote:
+        error = _parse_error_on_small_stack(text)
+        if error is not None:
+            raise BadRequest(f"malformed update: {error}")
+    touched = written_graphs(text)
+    return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)))
+
+
+def _parse_error_on_small_stack(text: str) -> str | None:
+    """``parse_error`` of an update on a thread with ``PARSE_STACK_BYTES``: a text that overflows it
+    ends this process, and one that does not is safe to parse on a request thread of the server."""
+    found: list[str | None] = []
+    previous = threading.stack_size(PARSE_STACK_BYTES)
+    try:
+        checker = threading.Thread(target=lambda: found.append(parse_error(text, is_update=True)))
+        checker.start()
+    finally:
+        threading.stack_size(previous)
+    checker.join()
+    return found[0]

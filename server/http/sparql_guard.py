@@ -35,8 +35,7 @@ _LEXER = re.compile(r"""
   | (?P<iri><[^<>"{}|^`\\\x00-\x20]*>)
   | (?P<var>[?$][\w\u00b7]+)
   | (?P<langtag>@[A-Za-z]+(?:-[A-Za-z0-9]+)*)
-  | (?P<pname>(?:[A-Za-z_][\w.\-]*)?:(?:[\w:%.\-]|\\.)*)
-  | (?P<word>[A-Za-z_][\w\-]*)
+  | (?P<name>[A-Za-z_][\w.\-]*(?::(?:[\w:%.\-]|\\.)*)?|:(?:[\w:%.\-]|\\.)*)
   | (?P<punct>.)
 """, re.VERBOSE | re.DOTALL)
 _REMOTE_WORDS = re.compile(r"SERVICE|LOAD", re.IGNORECASE)  # anywhere: no word boundaries
@@ -67,6 +66,8 @@ def tokenize(text: str) -> list[Token]:
     tokens = []
     for match in _LEXER.finditer(text):
         kind = match.lastgroup or "punct"
+        if kind == "name":  # one alternative, so that a run like a.a.a is read once, not once per letter
+            kind = "pname" if ":" in match.group() else "word"
         if kind == "punct" and match.group() in "'\"":
             raise BadRequest(f"malformed request: the string starting at character {match.start()} does not end")
         if kind not in ("ws", "comment"):
