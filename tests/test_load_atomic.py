@@ -29,6 +29,10 @@ PADDING = "x" * 300  # a larger file gives the progress bar more steps without m
 KEEP = [Quad(NamedNode(f"http://example.org/keep{i}"), NamedNode("http://example.org/p"), Literal(str(i)),
              vocab.collection_graph("keep")) for i in range(10)]
 
+# tqdm redraws at most every 0.1 s: on an idle machine the whole file is read before the first redraw,
+# the bar never shows a percentage and the kill never comes. Redraw on every read instead.
+PROGRESS_EVERY_READ = {**os.environ, "TQDM_MININTERVAL": "0"}
+
 CHILD = """
 import sys
 from server.ingest.load import build_store, load_file
@@ -57,7 +61,7 @@ def run_child(mode: str, store_path: Path, data: Path, percent: int | None = Non
     (``delay=None``: let it finish). Returns (finished, seconds from the threshold to the end)."""
     child = subprocess.Popen([sys.executable, "-c", CHILD, mode, str(store_path), str(data)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             cwd=Path(__file__).resolve().parent.parent)
+                             cwd=Path(__file__).resolve().parent.parent, env=PROGRESS_EVERY_READ)
     reached = time.monotonic()
     if percent is not None:
         seen = b""
