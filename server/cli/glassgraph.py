@@ -24,13 +24,14 @@ from server.cli.display import StreamDisplay, trace_lines
 from server.cli.errors import EXIT_OK, CliError, run_tool
 from server.config import Config
 from server.errors import BadRequest, LLMFailed, NotFound, StoreFailed, StoreLocked, Unavailable
+from server.explain.trace import MAX_SESSION_OFFSET
 from server.rag.retrieval import RetrievalLimits
 from server.store import GraphStore, store_directory
 
 PROG = "glassgraph"
 DUMP_FORMATS = {"trig": RdfFormat.TRIG, "nq": RdfFormat.N_QUADS, "ttl": RdfFormat.TURTLE, "nt": RdfFormat.N_TRIPLES}
 EXIT_CODES = "exit codes: 0 success, 1 the operation failed, 2 usage, 3 the store is held by another process"
-MAX_SESSIONS, MAX_OFFSET = 100_000, 10**9
+MAX_SESSIONS = 100_000
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -362,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "glassgraph sessions --limit 5")
     sessions.add_argument("--limit", type=_int_between(1, MAX_SESSIONS), default=20,
                           help=f"sessions to list, 1 to {MAX_SESSIONS} (default: %(default)s)")
-    sessions.add_argument("--offset", type=_int_between(0, MAX_OFFSET), default=0,
+    sessions.add_argument("--offset", type=_int_between(0, MAX_SESSION_OFFSET), default=0,
                           help="sessions to skip (default: %(default)s)")
     sessions.add_argument("--format", choices=("text", "json"), default="text", help="output format")
 
