@@ -22,7 +22,6 @@ import gzip
 import json
 import re
 import sys
-import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from pathlib import Path
 from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, Triple, serialize
 
 from server import vocab
-from server.vocab import DC, ENTITY, RDFS, RELATION, XSD
+from server.vocab import DC, ENTITY, RDFS, RELATION, XSD, slug
 
 COLLECTION = "default"
 
@@ -117,12 +116,6 @@ _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augu
 
 
 # --- small text helpers ------------------------------------------------------------------------
-
-def slug(label: str) -> str:
-    """``"Cote d'Ivoire"`` -> ``"cote-d-ivoire"``: ASCII, lower case, dashes."""
-    ascii_ = unicodedata.normalize("NFKD", label).encode("ascii", "ignore").decode()
-    return re.sub(r"[^a-z0-9]+", "-", ascii_.lower()).strip("-")
-
 
 def strip_parens(text: str) -> str:
     """Remove (nested) parentheticals and bracketed remarks."""

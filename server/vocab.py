@@ -5,6 +5,8 @@ Every IRI that Glassgraph mints is made here, so traces stay interchangeable wit
 from __future__ import annotations
 
 import datetime as _dt
+import re
+import unicodedata
 from collections.abc import Iterable
 
 from pyoxigraph import Literal, NamedNode, Quad, Triple
@@ -129,6 +131,27 @@ def collection_of_graph(graph: NamedNode) -> str | None:
     return name
 
 
+# --- extracted entities and relations ---------------------------------------------------------
+
+def slug(name: str) -> str:
+    """``"Cote d'Ivoire"`` -> ``"cote-d-ivoire"``: ASCII, lower case, dashes. The one minting rule for
+    entities and relations, shared by the sample's converter and document extraction."""
+    ascii_ = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "-", ascii_.lower()).strip("-")
+
+
+def entity_iri(name: str) -> NamedNode | None:
+    """The entity an extracted name mints (``e:{slug}``); None when the name has no letter or digit."""
+    key = slug(name)
+    return ENTITY[key] if key else None
+
+
+def relation_iri(name: str) -> NamedNode | None:
+    """The relation an extracted predicate mints (``r:{slug}``); None when it has no letter or digit."""
+    key = slug(name)
+    return RELATION[key] if key else None
+
+
 # --- extraction-provenance IRIs ---------------------------------------------------------------
 
 def document_iri(doc_id: str) -> NamedNode:
@@ -145,6 +168,16 @@ def chunk_iri(doc_id: str, page: int, chunk: int) -> NamedNode:
 
 def subgraph_iri(doc_id: str, page: int, chunk: int) -> NamedNode:
     return NamedNode(f"{URN}subgraph:{doc_id}/p{page}/c{chunk}")
+
+
+def activity_iri(doc_id: str) -> NamedNode:
+    """The ingest (extraction) activity of a document."""
+    return NamedNode(f"{URN}activity:{doc_id}")
+
+
+def agent_iri(name: str) -> NamedNode:
+    """The software agent of an extraction: ``name`` is slugged (extractor, model, prompt versions)."""
+    return NamedNode(f"{URN}agent:{slug(name)}")
 
 
 # --- query-time explainability IRIs (the seed specification) ------------------------------------
@@ -211,30 +244,72 @@ def now_literal() -> Literal:
     return Literal(stamp, datatype=XSD.dateTime)
 
 
-def document_quads(graph: NamedNode, doc: NamedNode, title: str, source: str | None = None) -> list[Quad]:
-    pairs = [(RDF.type, PROV.Entity), (RDF.type, TG.Document), (DC.title, Literal(title)),
-             (RDFS.label, Literal(title))]
+def _integer(value: int) -> Literal:
+    return Literal(str(value), datatype=XSD.integer)
+
+
+def document_quads(graph: NamedNode, doc: NamedNode, title: str, source: str | None = None,
+                   mime_type: str | None = None, sha256: str | None = None, size: int | None = None) -> list[Quad]:
+    """A tg:Document; an ingested one also names its media type, the sha256 of its bytes and their size."""
+    pairs: list[tuple[NamedNode, Term]] = [(RDF.type, PROV.Entity), (RDF.type, TG.Document),
+                                           (DC.title, Literal(title)), (RDFS.label, Literal(title))]
     if source:
         pairs.append((DC.source, Literal(source)))
+    if mime_type:
+        pairs.append((TG.mimeType, Literal(mime_type)))
+    if sha256:
+        pairs.append((TG.sha256, Literal(sha256)))
+    if size is not None:
+        pairs.append((TG.size, _integer(size)))
     return _quads(graph, doc, pairs)
 
 
-def page_quads(graph: NamedNode, page: NamedNode, label: str, doc: NamedNode) -> list[Quad]:
-    return _quads(graph, page, [(RDF.type, PROV.Entity), (RDF.type, TG.Page),
-                                (RDFS.label, Literal(label)), (PROV.wasDerivedFrom, doc)])
+def page_quads(graph: NamedNode, page: NamedNode, label: str, doc: NamedNode,
+               number: int | None = None) -> list[Quad]:
+    pairs: list[tuple[NamedNode, Term]] = [(RDF.type, PROV.Entity), (RDF.type, TG.Page),
+                                           (RDFS.label, Literal(label)), (PROV.wasDerivedFrom, doc)]
+    if number is not None:
+        pairs.append((TG.pageNumber, _integer(number)))
+    return _quads(graph, page, pairs)
 
 
-def chunk_quads(graph: NamedNode, chunk: NamedNode, label: str, page: NamedNode) -> list[Quad]:
-    return _quads(graph, chunk, [(RDF.type, PROV.Entity), (RDF.type, TG.Chunk),
-                                 (RDFS.label, Literal(label)), (PROV.wasDerivedFrom, page)])
+def chunk_quads(graph: NamedNode, chunk: NamedNode, label: str, page: NamedNode,
+                span: tuple[int, int, int] | None = None) -> list[Quad]:
+    """A tg:Chunk; ``span`` is ``(index, character offset, character length)`` in its page's text."""
+    pairs: list[tuple[NamedNode, Term]] = [(RDF.type, PROV.Entity), (RDF.type, TG.Chunk),
+                                           (RDFS.label, Literal(label)), (PROV.wasDerivedFrom, page)]
+    if span is not None:
+        index, offset, length = span
+        pairs += [(TG.chunkIndex, _integer(index)), (TG.charOffset, _integer(offset)),
+                  (TG.charLength, _integer(length))]
+    return _quads(graph, chunk, pairs)
 
 
 def subgraph_quads(graph: NamedNode, subgraph: NamedNode, chunk: NamedNode,
-                   facts: Iterable[Triple]) -> list[Quad]:
+                   facts: Iterable[Triple], activity: NamedNode | None = None) -> list[Quad]:
     pairs: list[tuple[NamedNode, Term]] = [(RDF.type, PROV.Entity), (RDF.type, TG.Subgraph),
                                            (PROV.wasDerivedFrom, chunk)]
+    if activity is not None:
+        pairs.append((PROV.wasGeneratedBy, activity))
     pairs.extend((TG.contains, fact) for fact in facts)
     return _quads(graph, subgraph, pairs)
+
+
+def mention_quads(graph: NamedNode, chunk: NamedNode, entities: Iterable[NamedNode]) -> list[Quad]:
+    """``chunk tg:mentions entity``: an entity of the collection whose label the chunk's text contains."""
+    return _quads(graph, chunk, [(TG.mentions, entity) for entity in entities])
+
+
+def activity_quads(graph: NamedNode, activity: NamedNode, doc: NamedNode, agent: NamedNode, agent_label: str,
+                   started: Literal, ended: Literal, settings: Iterable[tuple[NamedNode, Term]]) -> list[Quad]:
+    """The ingest activity of ``doc`` (one per document) and its software agent; ``settings`` are the
+    activity's own properties (model, prompt versions, chunk size and overlap, counts)."""
+    pairs: list[tuple[NamedNode, Term]] = [
+        (RDF.type, PROV.Activity), (RDFS.label, Literal("Document extraction")), (PROV.used, doc),
+        (PROV.wasAssociatedWith, agent), (PROV.startedAtTime, started), (PROV.endedAtTime, ended)]
+    pairs.extend(settings)
+    return _quads(graph, activity, pairs) + _quads(graph, agent, [(RDF.type, PROV.Agent),
+                                                                  (RDFS.label, Literal(agent_label))])
 
 
 def content_quads(item: NamedNode, text: str, title: str | None = None,
