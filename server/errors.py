@@ -23,7 +23,9 @@ class ErrorType(Enum):
     REQUEST_TIMEOUT = ("request-timeout", 408, 1)
     CONTENT_TOO_LARGE = ("content-too-large", 413, 2)
     UNSUPPORTED_MEDIA_TYPE = ("unsupported-media-type", 415, 2)
+    UNSUPPORTED_DOCUMENT = ("unsupported-document", 415, 1)  # bytes of no format ingest reads
     LIMIT_EXCEEDED = ("limit-exceeded", 422, 1)
+    UNREADABLE_DOCUMENT = ("unreadable-document", 422, 1)  # empty, corrupt, truncated, encrypted
     BUSY = ("busy", 429, 1)
     INTERNAL = ("internal-error", 500, 1)
     STORE_FAILED = ("store-error", 500, 1)
@@ -100,6 +102,18 @@ class ContentTooLarge(GlassgraphError):
 
 class UnsupportedMediaType(GlassgraphError):
     type = ErrorType.UNSUPPORTED_MEDIA_TYPE
+
+
+class UnsupportedDocument(GlassgraphError):
+    """A document whose bytes are of no format ingest reads, or not of the format it claims."""
+
+    type = ErrorType.UNSUPPORTED_DOCUMENT
+
+
+class UnreadableDocument(GlassgraphError):
+    """A document of a known format that cannot be read: empty, corrupt, truncated, encrypted, no pages."""
+
+    type = ErrorType.UNREADABLE_DOCUMENT
 
 
 class LimitExceeded(GlassgraphError):
