@@ -36,7 +36,7 @@ from server.store import GraphStore
 
 QUESTION = "What is the capital of France?"
 EDGE = "Edge: (France, capital, Paris)"
-CHAIN_TO_FRANCE = re.compile(r"^Source: Chunk \d+ → Page \d+ → France$")
+CHAIN_TO_FRANCE = re.compile(r'^Source: Chunk \d+ → Page \d+ → "France"$')
 BLOCK = re.compile(r"^\[(\w+)\] (\S+)$")
 TOKEN = "s3cret-token"
 

@@ -33,11 +33,11 @@ def test_chain_of_a_triple_term_edge_reaches_the_document(france_store: GraphSto
                                                vocab.document_iri("fr").value]
     assert [node["type"] for node in chain] == ["Chunk", "Page", "Document"]
     assert chain[1]["title"] == "Government"
-    assert format_chain(chain) == "Chunk 2 → Page 4 → France"
+    assert format_chain(chain) == 'Chunk 2 → Page 4 → "France"'
 
 
 def test_reifier_form_also_traces(france_store: GraphStore) -> None:
-    assert [format_chain(chain) for chain in source_chains(france_store, CURRENCY)] == ["Chunk 1 → Page 5 → France"]
+    assert [format_chain(chain) for chain in source_chains(france_store, CURRENCY)] == ['Chunk 1 → Page 5 → "France"']
 
 
 def test_chains_are_limited_to_the_collection_and_to_the_exact_edge(france_store: GraphStore) -> None:
@@ -52,12 +52,12 @@ def test_an_edge_in_two_subgraphs_has_two_chains(france_store: GraphStore) -> No
     france_store.extend(vocab.subgraph_quads(vocab.source_graph("default"), vocab.subgraph_iri("fr", 5, 1),
                                              vocab.chunk_iri("fr", 5, 1), [CAPITAL]))
     chains = sorted(format_chain(chain) for chain in source_chains(france_store, CAPITAL))
-    assert chains == ["Chunk 1 → Page 5 → France", "Chunk 2 → Page 4 → France"]
+    assert chains == ['Chunk 1 → Page 5 → "France"', 'Chunk 2 → Page 4 → "France"']
 
 
 def test_format_chain_falls_back_to_the_iri() -> None:
     assert format_chain([{"iri": "urn:x", "label": None, "type": None, "title": None},
-                         {"iri": "urn:d", "label": "d.pdf", "type": "Document", "title": "Doc"}]) == "urn:x → Doc"
+                         {"iri": "urn:d", "label": "d.pdf", "type": "Document", "title": "Doc"}]) == 'urn:x → "Doc"'
 
 
 def test_recorder_writes_the_seed_specification_entities(france_store: GraphStore) -> None:
@@ -94,11 +94,11 @@ def test_read_trace_returns_the_whole_trace(france_store: GraphStore) -> None:
     assert capital["s"] == ENTITY.france.value and capital["o"] == ENTITY.paris.value
     assert capital["labels"] == ["France", "capital", "Paris"]
     assert capital["reasoning"] == "names the capital"
-    assert [format_chain(chain) for chain in capital["sources"]] == ["Chunk 2 → Page 4 → France"]
+    assert [format_chain(chain) for chain in capital["sources"]] == ['Chunk 2 → Page 4 → "France"']
     assert motto["o"] == "Liberté, égalité, fraternité"
     assert motto["triple"].endswith('"Liberté, égalité, fraternité"@fr )>>')
     assert motto["labels"] == ["France", "motto", "Liberté, égalité, fraternité"]
-    assert [format_chain(chain) for chain in currency["sources"]] == ["Chunk 1 → Page 5 → France"]
+    assert [format_chain(chain) for chain in currency["sources"]] == ['Chunk 1 → Page 5 → "France"']
     assert currency["reasoning"] == ""
     # any IRI of the session finds the same trace
     assert read_trace(france_store, vocab.edge_selection_iri(sid, 1).value) == trace

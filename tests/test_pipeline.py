@@ -99,7 +99,7 @@ def test_capital_of_france_is_answered_and_traced_to_its_chunk(sample: GraphStor
     [text] = sample.raw.quads_for_pattern(NamedNode(chunk["iri"]), vocab.TG.content, None, vocab.LIBRARIAN_GRAPH)
     assert "Paris" in text.object.value  # the chunk that states it
     assert (document["iri"], document["type"]) == (vocab.document_iri("fr").value, "Document")
-    assert format_chain(chain) == f"{chunk['label']} → Page 4 → France"
+    assert format_chain(chain) == f'{chunk["label"]} → Page 4 → "France"'
     assert source_chains(sample, Triple(ENTITY.france, RELATION.capital, ENTITY.paris)) == capital["sources"]
     assert_consistent(sample)
 
@@ -147,7 +147,7 @@ def test_reifier_form_provenance_traces_through_the_pipeline(france_store: Graph
     messages = list(offline(france_store).run("What currency does France use?"))
     trace = read_trace(france_store, session_of(messages))
     [currency] = [e for e in trace["edges"] if e["p"] == RELATION.currency.value]
-    assert [format_chain(c) for c in currency["sources"]] == ["Chunk 1 → Page 5 → France"]
+    assert [format_chain(c) for c in currency["sources"]] == ['Chunk 1 → Page 5 → "France"']
 
 
 def test_not_explainable_writes_nothing_to_the_explain_graph(france_store: GraphStore) -> None:

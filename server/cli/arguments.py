@@ -1,5 +1,5 @@
 """The query flags ``tg-invoke-graph-rag`` and ``glassgraph ask`` share: question, collection,
-retrieval limits and display format."""
+retrieval limits and display (format, ``--show-source``, which ``glassgraph explain`` takes too)."""
 from __future__ import annotations
 
 import argparse
@@ -34,8 +34,20 @@ def add_query_arguments(parser: argparse.ArgumentParser, default_limits: Mapping
         parser.add_argument(*flags, dest=name, type=positive_int, help=f"{help_text} (default: {default})")
     parser.add_argument("-x", "--explainable", action="store_true",
                         help="show the explain events (to stderr) as they arrive")
+    add_show_source(parser, "; implies --explainable")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text: answer to stdout, explain blocks to stderr; json: every message as a JSON line")
+
+
+def add_show_source(parser: argparse.ArgumentParser, note: str = "") -> None:
+    """``--show-source``: quote the passage (chunk text) under each source chain."""
+    parser.add_argument("--show-source", action="store_true",
+                        help=f"quote each source chain's passage around the fact (text format){note}")
+
+
+def explain_wanted(args: argparse.Namespace) -> bool:
+    """Whether to show the explain blocks: ``--explainable``, or ``--show-source`` (whose excerpts are in them)."""
+    return args.explainable or args.show_source
 
 
 def check_question(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -3,16 +3,19 @@
 
 Explain blocks go to stderr as each event arrives, named by the message's ``explain_kind``; the
 answer goes to stdout, so redirecting stdout keeps just the answer. The selection block's details
-(edges by label, reasoning, source chains) come from a *trace lookup*: the server's ``/api/explain``
-or ``read_trace`` in-process.
+(edges by label, reasoning, source chains, passages that mention an unsourced edge's entities, and with
+``--show-source`` excerpts of those passages) come from a *trace lookup*: the server's ``/api/explain`` or
+``read_trace`` in-process; the trace holds the chunks' text, so excerpts need no other request.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
 from server.cli.errors import CliError
+from server.rag.text import one_line
 
 TraceLookup = Callable[[str], "dict | None"]  # any explain IRI of a session -> its trace (read_trace's shape)
 
@@ -36,30 +39,75 @@ def error_text(error: object) -> str:
     return " ".join(text.split())
 
 
-def edge_lines(edge: dict) -> list[str]:
-    """One selected edge: its labels, the LLM's reasoning and every source chain."""
+EXCERPT_CONTEXT = 80  # characters of a chunk's text shown either side of the label an excerpt is about
+
+
+def excerpt(text: str, labels: Sequence[str], context: int = EXCERPT_CONTEXT) -> str:
+    """The passage of ``text`` around the first of ``labels`` it contains as whole words (case-insensitively),
+    about ``context`` characters either side cut at spaces, white space collapsed, ``…`` where cut, in quotes;
+    the text's beginning when it contains none of them."""
+    flat = one_line(text)
+    for label in labels:
+        word = rf"(?<!\w){re.escape(one_line(label))}(?!\w)"  # "Euro" is not found in "Europe"
+        found = re.search(word, flat, re.IGNORECASE) if label.strip() else None
+        if found:
+            start, end = _word_cut(flat, found.start() - context, found.end() + context, found.span())
+            break
+    else:
+        start, end = 0, _word_cut(flat, 0, 2 * context, (0, 0))[1]
+    return f"“{'…' if start else ''}{flat[start:end].strip()}{'…' if end < len(flat) else ''}”"
+
+
+def _word_cut(text: str, start: int, end: int, keep: tuple[int, int]) -> tuple[int, int]:
+    """``start`` and ``end`` in ``text``, moved inwards to spaces (never into ``keep``) so that no word is cut."""
+    start, end = max(start, 0), min(end, len(text))
+    if start > 0 and text[start - 1] != " ":
+        space = text.find(" ", start, keep[0])
+        start = space + 1 if space >= 0 else start
+    if end < len(text) and text[end] != " ":
+        space = text.rfind(" ", keep[1], end)
+        end = space if space >= 0 else end
+    return start, end
+
+
+def chain_lines(name: str, chain: list[dict], labels: Sequence[str], show_source: bool) -> list[str]:
+    """``Source: <chain>`` (or another ``name``), then with ``show_source`` an excerpt of its chunk's text
+    around ``labels`` (the first found)."""
     from server.explain.provenance import format_chain  # pyoxigraph: loaded once an edge is shown, not on import
 
-    lines = [f"      Edge: ({', '.join(edge['labels'])})"]
-    if edge.get("reasoning"):
-        lines.append(f"        Reason: {' '.join(edge['reasoning'].split())}")
-    if edge.get("sources"):
-        lines.extend(f"        Source: {format_chain(chain)}" for chain in edge["sources"])
-    else:
-        lines.append("        Source: (no extraction provenance)")
+    lines = [f"        {name}: {format_chain(chain)}"]
+    texts = [node["text"] for node in chain if node.get("type") == "Chunk" and (node.get("text") or "").strip()]
+    if show_source and texts:
+        lines.append(f"          {excerpt(texts[0], labels)}")
     return lines
 
 
-def selection_lines(trace: dict) -> list[str]:
+def edge_lines(edge: dict, show_source: bool = False) -> list[str]:
+    """One selected edge: its labels, the LLM's reasoning, every source chain and, for an edge with none,
+    the chains of the chunks that mention its subject or object; ``show_source`` quotes each chunk."""
+    lines = [f"      Edge: ({', '.join(edge['labels'])})"]
+    if edge.get("reasoning"):
+        lines.append(f"        Reason: {one_line(edge['reasoning'])}")
+    labels = [edge["labels"][2], edge["labels"][0]]  # an excerpt is about the object, else the subject
+    for chain in edge.get("sources") or []:
+        lines += chain_lines("Source", chain, labels, show_source)
+    if not edge.get("sources"):
+        lines.append("        Source: (no extraction provenance)")
+        for chain in edge.get("mentions") or []:
+            lines += chain_lines("Mentioned in", chain, labels, show_source)
+    return lines
+
+
+def selection_lines(trace: dict, show_source: bool = False) -> list[str]:
     """The body of a ``[selection]`` block."""
     edges = trace.get("edges") or []
     lines = [f"    Selected {len(edges)} edge(s)"]
     for edge in edges:
-        lines.extend(edge_lines(edge))
+        lines.extend(edge_lines(edge, show_source))
     return lines
 
 
-def trace_lines(trace: dict) -> list[str]:
+def trace_lines(trace: dict, show_source: bool = False) -> list[str]:
     """A whole trace as text (``glassgraph explain``): every block, then the answer."""
     lines = [f"[session] {trace['session']}", f"    Question: {trace['question']}"]
     for key, name in (("time", "Time"), ("model", "Model"), ("collection", "Collection"), ("status", "Status")):
@@ -70,7 +118,7 @@ def trace_lines(trace: dict) -> list[str]:
     if trace.get("retrieval"):
         lines += ["", f"[retrieval] {trace['retrieval']}", f"    Retrieved {trace.get('edge_count') or 0} edge(s)"]
     if trace.get("selection"):
-        lines += ["", f"[selection] {trace['selection']}", *selection_lines(trace)]
+        lines += ["", f"[selection] {trace['selection']}", *selection_lines(trace, show_source)]
     if trace.get("answer"):
         lines += ["", f"[answer] {trace['answer']}"]
         if trace.get("answer_text") is not None:
@@ -83,12 +131,13 @@ class StreamDisplay:
 
     ``fmt="text"``: explain blocks to ``err`` (when ``explainable``), the answer to ``out``.
     ``fmt="json"``: every message as one JSON line to ``out``.
+    ``show_source``: the selection block quotes the chunk of each chain.
     """
 
     def __init__(self, out: TextIO, err: TextIO, lookup: TraceLookup, fmt: str = "text",
-                 explainable: bool = True) -> None:
+                 explainable: bool = True, show_source: bool = False) -> None:
         self.out, self.err, self.lookup = out, err, lookup
-        self.fmt, self.explainable = fmt, explainable
+        self.fmt, self.explainable, self.show_source = fmt, explainable, show_source
         self._answer_open = False  # answer text written that does not end with a newline
 
     def run(self, messages: Iterable[dict]) -> None:
@@ -135,7 +184,7 @@ class StreamDisplay:
             return [f"    (details unavailable: {exc})"]
         if trace is None:
             return ["    (details unavailable: no trace for this session)"]
-        return selection_lines(trace)
+        return selection_lines(trace, self.show_source)
 
     def _close_answer(self) -> None:
         if self.fmt == "text" and self._answer_open:

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from server.cli.arguments import add_query_arguments, check_question, limits_of
+from server.cli.arguments import add_query_arguments, check_question, explain_wanted, limits_of
 from server.cli.display import StreamDisplay, TraceUnavailable, error_text
 from server.cli.errors import EXIT_OK, run_tool
 from server.errors import CannotConnect, RemoteFailed
@@ -29,11 +29,13 @@ EPILOG = """\
 examples:
   tg-invoke-graph-rag -q "What is the capital of France?"
   tg-invoke-graph-rag --explainable -q "What is the capital of France?" > answer.txt
+  tg-invoke-graph-rag --show-source -q "What is the capital of France?"
   tg-invoke-graph-rag -u http://kg.example:7878 -C movies -e 20 --format json -q "Who directed Alien?"
 
 With --explainable the explain events ([session], [retrieval], [selection] with the selected
 edges, their reasoning and source chains, [answer]) go to stderr as they arrive; the answer alone
-goes to stdout.
+goes to stdout. An edge without a source chain lists the passages that mention its entities
+("Mentioned in:"); --show-source quotes each passage around the fact.
 
 exit codes: 0 success, 1 the server reported an error, 2 usage, 3 cannot connect to the server
 environment: GLASSGRAPH_URL (default server URL), GLASSGRAPH_TOKEN (bearer token)
@@ -201,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
 def _ask(args: argparse.Namespace) -> int:
     """Ask the server and display its answer."""
     client = Client(args.url, args.token)
-    display = StreamDisplay(sys.stdout, sys.stderr, client.trace, args.format, args.explainable)
-    display.run(client.graph_rag(args.question, args.collection, args.explainable, not args.no_streaming,
+    explainable = explain_wanted(args)
+    display = StreamDisplay(sys.stdout, sys.stderr, client.trace, args.format, explainable, args.show_source)
+    display.run(client.graph_rag(args.question, args.collection, explainable, not args.no_streaming,
                                  limits_of(args)))
     return EXIT_OK
 

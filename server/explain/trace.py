@@ -6,7 +6,7 @@ from itertools import islice
 from pyoxigraph import Literal, NamedNode, Triple
 
 from server import vocab
-from server.explain.provenance import source_chains_many
+from server.explain.provenance import mention_chains_many, source_chains_many
 from server.labels import store_labels, term_name
 from server.sparql_templates import Term, render_term
 from server.store import GraphStore
@@ -88,7 +88,8 @@ def _value(term: NamedNode | Literal | None) -> str | None:
 
 
 def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> list[dict]:
-    """The selected edges in selection order, with labels, reasoning and source chains."""
+    """The selected edges in selection order, with labels, reasoning, source chains and the chains of the
+    chunks that mention their subject or object."""
     rows = store.select("explain_edges", bindings={"selection": selection}, default_graph=store.explain_graph)
     rows.sort(key=lambda row: _index(row["node"].value))
     triples: list[Triple] = [row["edge"] for row in rows]
@@ -96,6 +97,7 @@ def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> l
     labels = store_labels(store, (t for triple in triples for t in (triple.subject, triple.predicate, triple.object)),
                           graph)
     sources = source_chains_many(store, triples, collection)
+    mentions = mention_chains_many(store, triples, collection)
     edges = []
     for row, triple in zip(rows, triples, strict=True):
         terms = (triple.subject, triple.predicate, triple.object)
@@ -106,6 +108,7 @@ def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> l
             "labels": [term_name(term, labels.get(term)) for term in terms],
             "reasoning": _value(row.get("reasoning")),
             "sources": sources.get(triple, []),
+            "mentions": mentions.get(triple, []),
         })
     return edges
 

@@ -13,7 +13,7 @@ from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse
 
 from server import vocab
 from server.errors import BadRequest, LimitExceeded, NotFound
-from server.explain.provenance import node_name, source_chains_many
+from server.explain.provenance import chunk_span, node_name, source_chains_many
 from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace
 from server.http.context import current_config, current_store
 from server.http.negotiation import GRAPH_MEDIA, prefers
@@ -60,7 +60,8 @@ def when(stamp: str | None) -> str:
 
 @blueprint.app_template_filter("chain_name")
 def chain_name(node: dict) -> str:
-    return node_name(node)
+    """A chain node's name, with a chunk's span in its page: ``Chunk 3 (chars 120-388)``."""
+    return node_name(node) + chunk_span(node)
 
 
 def term_view(term: NamedNode | Literal | BlankNode | Triple, labels: dict[NamedNode, str] | None = None) -> dict:
