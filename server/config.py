@@ -60,6 +60,7 @@ class Config:
     sse_keepalive_s: float = 15.0  # GLASSGRAPH_SSE_KEEPALIVE: SSE comment after this idle time (0: none)
     max_answers: int = 8  # GLASSGRAPH_MAX_ANSWERS: GraphRAG answers in progress at once (429 past it)
     max_question_chars: int = 2000  # GLASSGRAPH_MAX_QUESTION: longest GraphRAG question, in characters
+    max_document_bytes: int = 32 * 1024 * 1024  # GLASSGRAPH_MAX_DOCUMENT: largest document to ingest
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Config:
@@ -142,4 +143,5 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "sse_keepalive_s": (("GLASSGRAPH_SSE_KEEPALIVE",), "float"),
     "max_answers": (("GLASSGRAPH_MAX_ANSWERS",), "int"),
     "max_question_chars": (("GLASSGRAPH_MAX_QUESTION",), "int"),
+    "max_document_bytes": (("GLASSGRAPH_MAX_DOCUMENT",), "int"),
 }

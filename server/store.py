@@ -186,6 +186,10 @@ class GraphStore:
         with self.writing() as store:
             store.update(text)
 
+    def update(self, name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]]) -> None:
+        """Run update template ``sparql/{name}.ru`` with its VALUES blocks filled, atomically."""
+        self.run_update(_template_text(name, values))
+
     def write_graph(self, graph: GraphName, triples: Sequence[Triple], replace: bool) -> bool:
         """Replace (or merge into) ``graph``'s content with ``triples`` in one transaction; True if
         the graph is new. See the module docstring for why this update is built here."""

@@ -244,7 +244,8 @@ def now_literal() -> Literal:
     return Literal(stamp, datatype=XSD.dateTime)
 
 
-def _integer(value: int) -> Literal:
+def integer_literal(value: int) -> Literal:
+    """An ``xsd:integer`` literal."""
     return Literal(str(value), datatype=XSD.integer)
 
 
@@ -260,7 +261,7 @@ def document_quads(graph: NamedNode, doc: NamedNode, title: str, source: str | N
     if sha256:
         pairs.append((TG.sha256, Literal(sha256)))
     if size is not None:
-        pairs.append((TG.size, _integer(size)))
+        pairs.append((TG.size, integer_literal(size)))
     return _quads(graph, doc, pairs)
 
 
@@ -269,7 +270,7 @@ def page_quads(graph: NamedNode, page: NamedNode, label: str, doc: NamedNode,
     pairs: list[tuple[NamedNode, Term]] = [(RDF.type, PROV.Entity), (RDF.type, TG.Page),
                                            (RDFS.label, Literal(label)), (PROV.wasDerivedFrom, doc)]
     if number is not None:
-        pairs.append((TG.pageNumber, _integer(number)))
+        pairs.append((TG.pageNumber, integer_literal(number)))
     return _quads(graph, page, pairs)
 
 
@@ -280,8 +281,8 @@ def chunk_quads(graph: NamedNode, chunk: NamedNode, label: str, page: NamedNode,
                                            (RDFS.label, Literal(label)), (PROV.wasDerivedFrom, page)]
     if span is not None:
         index, offset, length = span
-        pairs += [(TG.chunkIndex, _integer(index)), (TG.charOffset, _integer(offset)),
-                  (TG.charLength, _integer(length))]
+        pairs += [(TG.chunkIndex, integer_literal(index)), (TG.charOffset, integer_literal(offset)),
+                  (TG.charLength, integer_literal(length))]
     return _quads(graph, chunk, pairs)
 
 

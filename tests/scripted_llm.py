@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible server on 127.0.0.1 for tests that drive the real openai client.
 
-Queue replies (``reply``, ``fail``, ``stall``), then point ``Config(llm="openai",
-llm_base_url=server.base_url)`` at it. Each ``POST /v1/chat/completions`` takes the next reply,
+Queue replies (``reply``, ``fail``, ``stall``), or set ``responder`` (a function of the recorded
+request that makes the reply, for many concurrent requests such as document extraction), then point
+``Config(llm="openai", llm_base_url=server.base_url)`` at it. Each ``POST /v1/chat/completions`` takes
+the next queued reply, else the responder's,
 as SSE chunks ending with ``data: [DONE]`` when the request asks to stream, as one JSON
 completion otherwise. Requests are recorded in ``server.requests``.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -52,6 +54,7 @@ class ScriptedLLM:
         self.replies: queue.Queue[Reply] = queue.Queue()
         self.requests: list[Recorded] = []
         self.closing = threading.Event()
+        self.responder: Callable[[Recorded], Reply] | None = None  # replies when none is queued
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._server.block_on_close = False
@@ -97,14 +100,16 @@ def _handler(server: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
-            server.requests.append(Recorded("POST", self.path, dict(self.headers), body))
+            recorded = Recorded("POST", self.path, dict(self.headers), body)
+            server.requests.append(recorded)
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return
             try:
                 reply = server.replies.get_nowait()
             except queue.Empty:
-                reply = Reply(status=500, error="scripted server: no reply queued")
+                reply = (server.responder(recorded) if server.responder is not None
+                         else Reply(status=500, error="scripted server: no reply queued"))
             if reply.delay_s and server.closing.wait(reply.delay_s):
                 return
             try:

@@ -19,7 +19,7 @@ from pathlib import Path
 from pyoxigraph import NamedNode, RdfFormat
 
 from server import vocab
-from server.cli.arguments import add_query_arguments, check_question, limits_of
+from server.cli.arguments import add_query_arguments, add_show_source, check_question, explain_wanted, limits_of
 from server.cli.display import StreamDisplay, trace_lines
 from server.cli.errors import EXIT_OK, CliError, run_tool
 from server.config import Config
@@ -75,7 +75,7 @@ def _check_arguments(args: argparse.Namespace, config: Config) -> None:
     """Usage errors that depend on the configuration: ``-C`` must name a user collection (the
     explainability graph's name is configured) and ``ask``'s question must fit the limit. ``ask`` and
     ``load`` without ``-C`` take the configured default collection."""
-    if args.handler in (cmd_ask, cmd_load) and args.collection is None:
+    if args.handler in (cmd_ask, cmd_load, cmd_ingest) and args.collection is None:
         args.collection = config.default_collection
     collection = getattr(args, "collection", None)
     if collection is not None:
@@ -203,6 +203,12 @@ def cmd_load(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
+def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
+    from server.cli.ingest import run_ingest
+
+    return run_ingest(args, config, _open(config, sample=True))
+
+
 def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     limits = RetrievalLimits(**limits_of(args))
     try:
@@ -218,9 +224,10 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         rag = make_graph_rag(store, config)
     except (LLMError, ValueError) as exc:
         raise LLMFailed(f"cannot set up the LLM: {exc}") from None
-    messages = (message.to_dict() for message in rag.run(args.question, args.collection, args.explainable, limits))
+    explainable = explain_wanted(args)
+    messages = (message.to_dict() for message in rag.run(args.question, args.collection, explainable, limits))
     display = StreamDisplay(sys.stdout, sys.stderr, lambda iri: read_trace(store, iri), args.format,
-                            args.explainable)
+                            explainable, args.show_source)
     display.run(messages)
     return EXIT_OK
 
@@ -252,7 +259,7 @@ def cmd_explain(args: argparse.Namespace, config: Config) -> int:
     if args.format == "json":
         _print_json(trace)
     else:
-        print("\n".join(trace_lines(trace)))
+        print("\n".join(trace_lines(trace, args.show_source)))
     return EXIT_OK
 
 
@@ -335,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="glassgraph", description="Explainable GraphRAG server on an embedded Oxigraph store.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  glassgraph serve --port 7878\n  glassgraph load data.ttl -C movies\n"
+               "  glassgraph ingest report.pdf -C research\n"
                "  glassgraph ask -x -q \"What is the capital of France?\"\n  glassgraph sessions\n\n"
                f"{EXIT_CODES}\n'glassgraph COMMAND --help' describes each command.")
     parser.add_argument("--store", metavar="PATH",
@@ -355,6 +363,23 @@ def build_parser() -> argparse.ArgumentParser:
                       help="collection to load into (default: $GLASSGRAPH_COLLECTION, else default)")
     load.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    ingest = _command(sub, "ingest", cmd_ingest,
+                      "ingest documents (text, Markdown, HTML, PDF) into a collection: their text, the facts an LLM "
+                      "extracts from them and the provenance of every fact; a file already ingested is skipped",
+                      "glassgraph ingest report.pdf notes.md -C research --workers 8")
+    ingest.add_argument("files", nargs="+", metavar="FILE", help="documents, each ingested in one transaction")
+    ingest.add_argument("-C", "--collection",
+                        help="collection to ingest into (default: $GLASSGRAPH_COLLECTION, else default)")
+    ingest.add_argument("--title", help="the document's title (one file only; default: its own title, else its "
+                                        "file name)")
+    ingest.add_argument("--chunk-size", type=_int_between(1, 1_000_000), default=2000,
+                        help="characters per chunk (default: %(default)s)")
+    ingest.add_argument("--chunk-overlap", type=_int_between(0, 999_999), default=100,
+                        help="characters consecutive chunks share, less than the chunk size (default: %(default)s)")
+    ingest.add_argument("--workers", type=_int_between(1, 64), default=4,
+                        help="chunks sent to the LLM at once (default: %(default)s)")
+    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+
     ask = _command(sub, "ask", cmd_ask, "answer a question in-process on the embedded store (GraphRAG)",
                    "glassgraph ask --explainable -q \"What is the capital of France?\" > answer.txt")
     add_query_arguments(ask, asdict(RetrievalLimits()))
@@ -371,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "glassgraph explain urn:trustgraph:session:6f1c...  (or just the id after 'session:')")
     explain.add_argument("session", help="session IRI (any explain IRI of the session works) or session id")
     explain.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    add_show_source(explain)
 
     collections = _command(sub, "collections", cmd_collections, "list the collections with their triple counts",
                            "glassgraph collections --format json")

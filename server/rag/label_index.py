@@ -82,9 +82,13 @@ class _CollectionIndex:
             rows += self.db.execute(sql.format(",".join("?" * len(batch))), batch).fetchall()
         return rows
 
+    def labelled(self, norms: list[str]) -> list[tuple[str, str]]:
+        """``(norm, term)`` of every entity whose normalized label is one of ``norms``."""
+        return self._rows_in("SELECT norm, term FROM entity WHERE norm IN ({})", norms)
+
     def exact(self, grams: list[str]) -> list[str]:
         order = {gram: rank for rank, gram in enumerate(dict.fromkeys(grams))}
-        found = self._rows_in("SELECT norm, term FROM entity WHERE norm IN ({})", list(order))
+        found = self.labelled(list(order))
         found.sort(key=lambda row: (order[row[0]], row[1]))
         return [term for _, term in found]
 
@@ -177,6 +181,28 @@ class LabelIndex:
                         seen.add(term)
                         ranked.append(term)
         return [NamedNode(t) for t in exact], [NamedNode(t) for t in ranked[:limit - len(exact)]]
+
+    def entities_named(self, names: list[str], collection: str) -> dict[str, list[NamedNode]]:
+        """The entities whose normalized label is each name's normalized form (names without a match
+        are left out): how extraction links a name to a node the collection already has."""
+        keys = {name: normalize(name) for name in names}
+        index = self._index(collection)
+        with index.lock:
+            rows = index.labelled(sorted(set(keys.values())))
+        found: dict[str, list[NamedNode]] = {}
+        for norm, term in sorted(rows):
+            found.setdefault(norm, []).append(NamedNode(term))
+        return {name: found[key] for name, key in keys.items() if key in found}
+
+    def mentioned(self, text: str, collection: str) -> list[NamedNode]:
+        """Every entity whose whole label occurs in ``text`` as a run of words (an exact match of a
+        word n-gram), longest label first; single stopwords and one- or two-letter words are
+        too common to count as mentions."""
+        index = self._index(collection)
+        grams = [gram for gram in _ngrams(words(text), index.longest)
+                 if " " in gram or (len(gram) > 2 and gram not in RANKING_STOPWORDS)]
+        with index.lock:
+            return [NamedNode(term) for term in dict.fromkeys(index.exact(grams))]
 
     def focus_relations(self, question: str, collection: str) -> list[NamedNode]:
         """Relations the question names by a word of their label ("border" for ``borders``)."""

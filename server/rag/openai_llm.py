@@ -32,7 +32,13 @@ class OpenAILLM:
         self._where = str(self._client.base_url).rstrip("/")
 
     def select(self, question: str, edges: list[tuple[str, Edge]]) -> str:
-        prompt = render_prompt("select", question=question, edges=edges, max_edges=MAX_SELECTED_EDGES)
+        return self.complete(render_prompt("select", question=question, edges=edges, max_edges=MAX_SELECTED_EDGES))
+
+    def complete(self, prompt: str) -> str:
+        """One chat completion of ``prompt`` (not streamed): the reply's text, "" if it has none.
+
+        Transport failures and HTTP 408/429/5xx are retried by the client (``GLASSGRAPH_LLM_RETRIES``);
+        what still fails is an :class:`LLMError`."""
         try:
             completion = self._client.chat.completions.create(
                 model=self.model, messages=[{"role": "user", "content": prompt}], temperature=0

@@ -1,9 +1,14 @@
 """The LLM provider a configuration names (``GLASSGRAPH_LLM``)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from server.config import Config
 from server.rag.llm import LLM
 from server.rag.offline import OfflineLLM
+
+if TYPE_CHECKING:
+    from server.rag.openai_llm import OpenAILLM
 
 
 def make_llm(config: Config) -> LLM:
@@ -15,3 +20,9 @@ def make_llm(config: Config) -> LLM:
 
         return OpenAILLM(config)
     raise ValueError(f"unknown LLM provider {config.llm!r} (GLASSGRAPH_LLM): use 'offline' or 'openai'")
+
+
+def make_extractor(config: Config) -> OpenAILLM | None:
+    """The LLM that extracts facts from documents at ingest; None for ``offline``, which extracts no
+    relationships (ingest then records the entities each chunk mentions)."""
+    return None if config.llm == "offline" else make_llm(config)  # type: ignore[return-value]

@@ -1,0 +1,100 @@
+"""``glassgraph ingest FILE...``: documents into a collection, one transaction per file, with a progress bar.
+
+Every file is read and checked before anything is written, so a bad file in the list ingests
+nothing. Files already in the collection (the same bytes) are skipped: running the same command
+again after an interruption resumes where it stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from server.cli.errors import CliError
+from server.config import Config
+from server.errors import LLMFailed, NotFound, UnreadableDocument, UnsupportedDocument
+from server.ingest.catalog import existing_document
+from server.ingest.documents import Ingester, IngestOptions, IngestReport, document_id
+from server.ingest.formats import read_document
+from server.rag.label_index import LabelIndex
+from server.store import GraphStore
+
+MAX_WARNINGS_SHOWN = 5  # per file; the rest are counted
+
+
+def read_files(paths: list[str], limit: int) -> list[tuple[str, bytes]]:
+    """Each file's bytes, every one checked readable as a document first (exit 1 on the first bad one)."""
+    files = []
+    for name in paths:
+        path = Path(name)
+        if not path.is_file():
+            raise NotFound(f"{name}: no such file")
+        size = path.stat().st_size
+        if size > limit:
+            raise CliError(f"{name}: {size} bytes, over the limit of {limit} bytes (GLASSGRAPH_MAX_DOCUMENT); "
+                           "nothing was ingested")
+        data = path.read_bytes()
+        try:
+            read_document(data, name=path.name)
+        except (UnsupportedDocument, UnreadableDocument) as exc:
+            raise type(exc)(f"{name}: {exc.message}; nothing was ingested") from None
+        files.append((name, data))
+    return files
+
+
+def run_ingest(args: argparse.Namespace, config: Config, store: GraphStore) -> int:
+    """Ingest ``args.files`` into ``args.collection``; prints one line per file and a summary."""
+    if args.title and len(args.files) > 1:
+        args.command_parser.error("--title names one document: give one file with it")
+    try:
+        options = IngestOptions(title=args.title, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap,
+                                workers=args.workers)
+    except ValueError as exc:
+        args.command_parser.error(str(exc))
+    files = read_files(args.files, config.max_document_bytes)
+    from server.rag.llm import LLMError
+    from server.rag.providers import make_extractor
+
+    try:
+        llm = make_extractor(config)
+    except (LLMError, ValueError) as exc:
+        raise LLMFailed(f"cannot set up the LLM: {exc}") from None
+    if llm is None:
+        print("note: no LLM configured (GLASSGRAPH_LLM=offline): documents are stored and their chunks linked to "
+              "the entities they mention; no new relationships are extracted", file=sys.stderr)
+    ingester = Ingester(store, LabelIndex(store), llm)
+    done_before = sum(existing_document(store, args.collection, document_id(data)[0]) is not None
+                      for _, data in files)
+    if done_before and done_before < len(files):
+        print(f"resuming: {done_before} of {len(files)} file(s) are already in collection {args.collection!r}",
+              file=sys.stderr)
+    reports = [_ingest_one(ingester, name, data, args, options) for name, data in files]
+    new = [r for r in reports if not r.unchanged]
+    print(f"ingested {len(new)} document(s) into collection {args.collection!r}: {sum(r.chunks for r in new)} "
+          f"chunks, {sum(r.facts for r in new)} facts, {sum(r.mentions for r in new)} mentions"
+          + (f"; {len(reports) - len(new)} unchanged" if len(new) < len(reports) else ""))
+    return 0
+
+
+def _ingest_one(ingester: Ingester, name: str, data: bytes, args: argparse.Namespace,
+                options: IngestOptions) -> IngestReport:
+    progress = not args.quiet and sys.stderr.isatty()
+    with tqdm(desc=Path(name).name, unit="chunk", disable=not progress, leave=False) as bar:
+        def total(count: int) -> None:
+            bar.reset(total=count)
+
+        report = ingester.ingest(data, args.collection, name=Path(name).name, options=options,
+                                 progress=bar.update, total=total)
+    if report.unchanged:
+        print(f"{name}: unchanged (already ingested as {report.iri})")
+        return report
+    revision = f"; a new version of {', '.join(report.revision_of)}" if report.revision_of else ""
+    print(f"{name}: {report.iri} \"{report.title}\" ({report.media_type}): {report.pages} page(s), "
+          f"{report.chunks} chunk(s), {report.facts} fact(s), {report.mentions} mention(s){revision}")
+    for warning in report.warnings[:MAX_WARNINGS_SHOWN]:
+        print(f"{name}: warning: {warning}", file=sys.stderr)
+    if len(report.warnings) > MAX_WARNINGS_SHOWN:
+        print(f"{name}: {len(report.warnings) - MAX_WARNINGS_SHOWN} more warning(s)", file=sys.stderr)
+    return report

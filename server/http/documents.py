@@ -1,0 +1,136 @@
+"""Documents of a collection over HTTP: ingest (in the background), list, read one, delete one.
+
+``POST /api/collections/{c}/documents`` takes the file as the body with its media type (``?title=``,
+``?name=`` for the file name, ``?chunk_size=``, ``?chunk_overlap=``), or as ``multipart/form-data``
+(a ``file`` part; ``title``, ``chunk_size``, ``chunk_overlap`` fields). The bytes are checked before
+the answer: an unsupported or unreadable document is 415 or 422 at once and nothing is queued;
+a readable one is 202 with its id and status URL, or 200 when the same bytes are already there.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
+
+from server.errors import BadRequest, ContentTooLarge, NotFound
+from server.http.api import pipeline
+from server.http.context import current_config, current_store, require_write_access
+from server.ingest.catalog import delete_document, document_of_id, existing_document, list_documents
+from server.ingest.documents import Ingester, IngestOptions, document_id
+from server.ingest.formats import read_document
+from server.ingest.jobs import IngestJobs, Job
+from server.rag.providers import make_extractor
+
+blueprint = Blueprint("documents", __name__)
+
+MAX_CHUNK_SIZE = 1_000_000
+
+
+def _jobs(app: Flask) -> IngestJobs:
+    """The app's ingest queue, sharing the pipeline's label index (one index per collection in memory)."""
+    jobs = app.extensions.get("glassgraph.ingest")
+    if jobs is None:
+        rag = pipeline(app)
+        jobs = app.extensions.setdefault("glassgraph.ingest", IngestJobs(
+            Ingester(rag.store, rag.retriever.index, make_extractor(app.config["GLASSGRAPH"]))))
+    return jobs
+
+
+def _collection(name: str, must_exist: bool = True) -> str:
+    try:
+        exists = current_store().has_collection(name)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    if must_exist and not exists and not _jobs(current_app).of_collection(name):
+        raise NotFound(f"no collection {name!r}")
+    return name
+
+
+def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
+    """``(bytes, declared media type, file name, fields)`` of the request: a multipart ``file`` part or the body."""
+    fields = {key: request.args[key] for key in ("title", "name", "chunk_size", "chunk_overlap") if key in request.args}
+    if request.mimetype == "multipart/form-data":
+        part = request.files.get("file")
+        if part is None:
+            raise BadRequest("a multipart upload needs a part named 'file' holding the document")
+        fields.update({key: value for key, value in request.form.items()
+                       if key in ("title", "chunk_size", "chunk_overlap")})
+        declared = part.mimetype if part.mimetype not in ("", "application/octet-stream") else None
+        return part.read(), declared, part.filename or None, fields
+    declared = request.mimetype if request.mimetype not in ("", "application/octet-stream") else None
+    return request.get_data(cache=False), declared, fields.get("name"), fields
+
+
+def _options(fields: dict[str, str]) -> IngestOptions:
+    values = {}
+    for key, default, low in (("chunk_size", 2000, 1), ("chunk_overlap", 100, 0)):
+        raw = fields.get(key, "")
+        try:
+            values[key] = int(raw) if raw.strip() else default
+        except ValueError:
+            raise BadRequest(f"'{key}' must be an integer, got {raw!r}") from None
+        if not low <= values[key] <= MAX_CHUNK_SIZE:
+            raise BadRequest(f"'{key}' must be between {low} and {MAX_CHUNK_SIZE}, got {values[key]}")
+    try:
+        return IngestOptions(title=fields.get("title") or None, **values)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _status_url(collection: str, doc_id: str) -> str:
+    return url_for("documents.document", collection=collection, doc_id=doc_id)
+
+
+@blueprint.route("/api/collections/<collection>/documents", methods=["POST"])
+def ingest(collection: str) -> Response:
+    require_write_access()
+    _collection(collection, must_exist=False)
+    data, declared, name, fields = _upload()
+    limit = current_config().max_document_bytes
+    if len(data) > limit:
+        raise ContentTooLarge(f"the document has {len(data)} bytes, over the limit of {limit} "
+                              "(GLASSGRAPH_MAX_DOCUMENT)")
+    options = _options(fields)
+    doc_id, _ = document_id(data)
+    url = _status_url(collection, doc_id)
+    if existing_document(current_store(), collection, doc_id) is not None:
+        return jsonify(id=doc_id, status="unchanged", url=url,
+                       message="the same bytes are already in this collection: nothing was ingested")
+    document = read_document(data, declared, name)
+    job = _jobs(current_app).submit(Job(doc_id, collection, options.title or document.title or name,
+                                        document.media_type), data, declared, name, options)
+    response = jsonify(id=doc_id, status=job.status, url=url)
+    response.status_code = 202
+    response.headers["Location"] = url
+    return response
+
+
+@blueprint.route("/api/collections/<collection>/documents", methods=["GET"])
+def documents(collection: str) -> Response:
+    """Documents in the store (``ingested``), then those queued, running or failed."""
+    _collection(collection)
+    listed = [{**doc, "status": "ingested", "error": None} for doc in list_documents(current_store(), collection)]
+    listed += [job.to_dict() for job in _jobs(current_app).of_collection(collection)]
+    return jsonify(collection=collection, documents=listed)
+
+
+@blueprint.route("/api/collections/<collection>/documents/<doc_id>", methods=["GET"])
+def document(collection: str, doc_id: str) -> Response:
+    _collection(collection)
+    doc = document_of_id(doc_id)
+    found = list_documents(current_store(), collection, doc) if doc is not None else []
+    if found:
+        return jsonify({**found[0], "status": "ingested", "error": None})
+    job = _jobs(current_app).get(collection, doc_id)
+    if job is None:
+        raise NotFound(f"no document {doc_id!r} in collection {collection!r}")
+    return jsonify(job.to_dict())
+
+
+@blueprint.route("/api/collections/<collection>/documents/<doc_id>", methods=["DELETE"])
+def delete(collection: str, doc_id: str) -> Response:
+    """Delete a document: its text, its provenance and the facts no other document states."""
+    require_write_access()
+    _collection(collection)
+    doc = document_of_id(doc_id)
+    if doc is None or not delete_document(current_store(), collection, doc):
+        raise NotFound(f"no document {doc_id!r} in collection {collection!r}")
+    return jsonify(deleted=doc_id, collection=collection)

@@ -1,0 +1,59 @@
+"""The documents of a collection: listing them and deleting one (``sparql/ingest_*.r[qu]``)."""
+from __future__ import annotations
+
+from pyoxigraph import NamedNode
+
+from server import vocab
+from server.store import GraphStore
+
+_INTEGERS = ("size", "pages", "chunks", "facts", "warnings")
+
+
+def document_of_id(doc_id: str) -> NamedNode | None:
+    """The IRI of document ``doc_id`` (the part after ``urn:trustgraph:doc:``); None if it cannot be one."""
+    if not doc_id or any(ch in doc_id for ch in "/:?#<> \"{}|\\^`") or not doc_id.isprintable():
+        return None
+    try:
+        return vocab.document_iri(doc_id)
+    except ValueError:
+        return None
+
+
+def existing_document(store: GraphStore, collection: str, doc_id: str) -> NamedNode | None:
+    """Document ``doc_id`` if the collection holds it."""
+    doc = document_of_id(doc_id)
+    if doc is None or next(store.quads(doc, vocab.RDF.type, vocab.TG.Document, vocab.source_graph(collection)),
+                           None) is None:
+        return None
+    return doc
+
+
+def list_documents(store: GraphStore, collection: str, doc: NamedNode | None = None) -> list[dict]:
+    """``{"id", "iri", "title", "media_type", "sha256", "size", "source", "ingested", "model", "pages", "chunks",
+    "facts", "warnings"}`` of each document of ``collection`` (or of ``doc`` only), by title."""
+    bindings = {"doc": doc} if doc is not None else None
+    rows = store.select("ingest_documents", bindings=bindings, default_graph=vocab.source_graph(collection))
+    documents: dict[str, dict] = {}
+    for row in rows:
+        iri = row["doc"].value
+        if iri in documents:  # a document with two titles or two activities: the first row
+            continue
+        entry = {"id": iri.removeprefix(vocab.URN + "doc:"), "iri": iri}
+        for key, column in (("title", "title"), ("media_type", "mediaType"), ("sha256", "sha256"),
+                            ("source", "source"), ("ingested", "ingested"), ("model", "model")):
+            entry[key] = row[column].value if column in row else None
+        for key in _INTEGERS:
+            entry[key] = int(row[key].value) if key in row else None
+        documents[iri] = entry
+    return list(documents.values())
+
+
+def delete_document(store: GraphStore, collection: str, doc: NamedNode) -> bool:
+    """Delete ``doc`` from ``collection`` (see ``sparql/ingest_delete_document.ru``); False if it is not there."""
+    with store.writing():
+        if next(store.quads(doc, vocab.RDF.type, vocab.TG.Document, vocab.source_graph(collection)), None) is None:
+            return False
+        store.update("ingest_delete_document", {("doc", "kg", "src"): [
+            (doc, vocab.collection_graph(collection), vocab.source_graph(collection))]})
+    store.notify_loaded(collection)
+    return True

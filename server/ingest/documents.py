@@ -1,0 +1,226 @@
+"""Ingesting one document: its bytes become pages, chunks, facts and their provenance, in one transaction.
+
+The document's IRI derives from the sha256 of its bytes (``urn:trustgraph:doc:{first 20 hex digits}``),
+so the same bytes are recognised and ingesting them again changes nothing. A different file with
+the title of a document already in the collection is a new version: ``prov:wasRevisionOf`` the old one
+(which stays until it is deleted). Everything the document brings (knowledge triples, provenance,
+librarian text) is written by one ``extend``: a crash at any moment leaves all of it or none.
+The data model is in docs/architecture.md ('Ingested documents').
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from pyoxigraph import Literal, NamedNode, Quad, Triple
+
+from server import vocab
+from server.ingest.catalog import existing_document
+from server.ingest.chunking import split
+from server.ingest.extraction import ChunkFacts, Completer, extract_all, prompt_versions
+from server.ingest.facts import FactBuilder
+from server.ingest.formats import Document, read_document
+from server.rag.label_index import LabelIndex
+from server.store import GraphStore
+from server.vocab import DC, PROV, RDFS, TG
+
+ID_LENGTH = 20  # hex digits of the sha256 in a document's IRI
+EXTRACTOR = "kg-extract (relationships, definitions)"
+MENTIONS_ONLY = "kg-extract (label mentions only: no LLM configured)"
+
+Progress = Callable[[int], None]  # called with the number of chunks just finished
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    title: str | None = None  # default: the title in the document, else the file name
+    chunk_size: int = 2000
+    chunk_overlap: int = 100
+    workers: int = 4  # chunks sent to the LLM at once
+
+    def __post_init__(self) -> None:
+        """ValueError for settings that cannot work (the splitter's own rule for size and overlap)."""
+        split("", self.chunk_size, self.chunk_overlap)
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, not {self.workers}")
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did; ``unchanged``: the same bytes were already in the collection."""
+
+    id: str
+    iri: str
+    title: str
+    media_type: str
+    collection: str
+    pages: int = 0
+    chunks: int = 0
+    facts: int = 0
+    mentions: int = 0
+    unusable_lines: int = 0
+    warnings: list[str] = field(default_factory=list)
+    revision_of: list[str] = field(default_factory=list)
+    extracted: bool = False  # an LLM extracted facts (False: mentions only)
+    unchanged: bool = False
+
+
+@dataclass
+class _Chunk:
+    page: int
+    index: int
+    offset: int
+    text: str
+    mentions: list[NamedNode] = field(default_factory=list)
+    facts: list[Triple] = field(default_factory=list)
+
+
+def document_id(data: bytes) -> tuple[str, str]:
+    """``(id, sha256 hex)`` of a document's bytes."""
+    digest = hashlib.sha256(data).hexdigest()
+    return digest[:ID_LENGTH], digest
+
+
+class Ingester:
+    """Ingests documents into a store's collections; ``llm`` None extracts mentions only."""
+
+    def __init__(self, store: GraphStore, index: LabelIndex, llm: Completer | None) -> None:
+        self.store, self.index, self.llm = store, index, llm
+
+    def read(self, data: bytes, declared: str | None = None, name: str | None = None) -> Document:
+        """The document's pages (raises UnsupportedDocument or UnreadableDocument): a cheap check
+        to make before :meth:`ingest`, which reads it again."""
+        return read_document(data, declared, name)
+
+    def ingest(self, data: bytes, collection: str, declared: str | None = None, name: str | None = None,
+               options: IngestOptions = IngestOptions(), progress: Progress | None = None,
+               total: Callable[[int], None] | None = None) -> IngestReport:
+        """Ingest ``data`` (a file's bytes; ``declared`` its media type, ``name`` its file name) into
+        ``collection``. ``total(n)`` learns the number of chunks, ``progress(n)`` each one done."""
+        doc_id, digest = document_id(data)
+        doc = vocab.document_iri(doc_id)
+        if existing_document(self.store, collection, doc_id) is not None:
+            return self._unchanged(doc_id, collection)
+        document = read_document(data, declared, name)
+        title = (options.title or document.title or (PurePath(name).name if name else "") or f"Document {doc_id[:8]}")
+        report = IngestReport(doc_id, doc.value, title, document.media_type, collection, pages=len(document.pages),
+                              extracted=self.llm is not None)
+        started = vocab.now_literal()
+        chunks = self._chunks(document, options, collection)
+        report.chunks = len(chunks)
+        if total is not None:
+            total(len(chunks))
+        labels = self._extract(chunks, collection, options, report, progress)
+        report.revision_of = [d.value for d in self._same_title(title, collection)]
+        quads = self._document_quads(doc, digest, len(data), document, chunks, report)
+        quads += self._knowledge_quads(chunks, labels, report)
+        quads += vocab.activity_quads(vocab.source_graph(collection), vocab.activity_iri(doc_id), doc,
+                                      *self._agent(), started, vocab.now_literal(), self._settings(options, report))
+        with self.store.writing() as raw:
+            if existing_document(self.store, collection, doc_id) is not None:  # ingested meanwhile
+                return self._unchanged(doc_id, collection)
+            raw.extend(quads)
+        self.store.notify_loaded(collection)
+        return report
+
+    # --- steps -------------------------------------------------------------------------------------
+
+    def _chunks(self, document: Document, options: IngestOptions, collection: str) -> list[_Chunk]:
+        chunks = []
+        for page in document.pages:
+            for index, span in enumerate(split(page.text, options.chunk_size, options.chunk_overlap), start=1):
+                text = page.text[span.offset:span.offset + span.length]
+                chunks.append(_Chunk(page.number, index, span.offset, text, self.index.mentioned(text, collection)))
+        return chunks
+
+    def _extract(self, chunks: list[_Chunk], collection: str, options: IngestOptions, report: IngestReport,
+                 progress: Progress | None) -> dict[NamedNode, str]:
+        """Each chunk's facts (with an LLM); returns the labels of the terms they introduce."""
+        if self.llm is None:
+            if progress is not None:
+                progress(len(chunks))
+            return {}
+        done = (lambda: progress(1)) if progress is not None else None
+        extracted: list[ChunkFacts] = extract_all(self.llm, [c.text for c in chunks], options.workers, done)
+        builder = FactBuilder(self.index, collection)
+        builder.resolve_names(extracted)
+        for chunk, facts in zip(chunks, extracted, strict=True):
+            chunk.facts = builder.triples(facts)
+            report.unusable_lines += facts.skipped
+            report.warnings += [f"page {chunk.page} chunk {chunk.index}: {error}" for error in facts.errors]
+        if report.unusable_lines:
+            report.warnings.append(f"{report.unusable_lines} line(s) of the LLM's replies were unusable and skipped")
+        return builder.new_labels()
+
+    def _same_title(self, title: str, collection: str) -> list[NamedNode]:
+        """Ingested documents (with a sha256) of ``collection`` titled ``title``: this one's earlier versions."""
+        graph = vocab.source_graph(collection)
+        return sorted((q.subject for q in self.store.quads(None, DC.title, Literal(title), graph)
+                       if next(self.store.quads(q.subject, TG.sha256, None, graph), None) is not None),
+                      key=lambda node: node.value)
+
+    def _document_quads(self, doc: NamedNode, digest: str, size: int, document: Document, chunks: list[_Chunk],
+                        report: IngestReport) -> list[Quad]:
+        """The document's provenance (document, pages, chunks, subgraphs, mentions) and librarian text."""
+        source = vocab.source_graph(report.collection)
+        activity = vocab.activity_iri(report.id)
+        text_type = "text/markdown" if document.media_type == "text/markdown" else "text/plain"
+        quads = vocab.document_quads(source, doc, report.title, mime_type=document.media_type, sha256=digest,
+                                     size=size)
+        quads += [Quad(doc, PROV.wasRevisionOf, NamedNode(old), source) for old in report.revision_of]
+        quads += vocab.content_quads(doc, "\n\n".join(page.text for page in document.pages), report.title, text_type)
+        for page in document.pages:
+            page_node = vocab.page_iri(report.id, page.number)
+            quads += vocab.page_quads(source, page_node, f"Page {page.number}", doc, number=page.number)
+            if page.title:
+                quads.append(Quad(page_node, DC.title, Literal(page.title), source))
+            quads += vocab.content_quads(page_node, page.text, page.title, text_type)
+        for chunk in chunks:
+            node = vocab.chunk_iri(report.id, chunk.page, chunk.index)
+            quads += vocab.chunk_quads(source, node, f"Chunk {chunk.index}", vocab.page_iri(report.id, chunk.page),
+                                       span=(chunk.index, chunk.offset, len(chunk.text)))
+            quads += vocab.content_quads(node, chunk.text, mime_type=text_type)
+            quads += vocab.mention_quads(source, node, chunk.mentions)
+            report.mentions += len(chunk.mentions)
+            if chunk.facts:
+                quads += vocab.subgraph_quads(source, vocab.subgraph_iri(report.id, chunk.page, chunk.index), node,
+                                              chunk.facts, activity)
+        return quads
+
+    def _knowledge_quads(self, chunks: list[_Chunk], labels: dict[NamedNode, str], report: IngestReport) -> list[Quad]:
+        """The facts of every chunk, once each, and the labels of the terms they introduce."""
+        knowledge = vocab.collection_graph(report.collection)
+        facts = list(dict.fromkeys(fact for chunk in chunks for fact in chunk.facts))
+        report.facts = len(facts)
+        used = {term for fact in facts for term in (fact.subject, fact.predicate, fact.object)}
+        quads = [Quad(fact.subject, fact.predicate, fact.object, knowledge) for fact in facts]
+        quads += [Quad(term, RDFS.label, Literal(name), knowledge) for term, name in labels.items() if term in used]
+        return quads
+
+    def _agent(self) -> tuple[NamedNode, str]:
+        if self.llm is None:
+            return vocab.agent_iri(MENTIONS_ONLY), MENTIONS_ONLY
+        label = f"{EXTRACTOR} with {self.llm.model}; prompts {', '.join(prompt_versions())}"
+        return vocab.agent_iri(label), label
+
+    def _settings(self, options: IngestOptions, report: IngestReport) -> list[tuple[NamedNode, Literal]]:
+        """The activity's own properties: extraction settings and what it produced."""
+        integer = vocab.integer_literal
+        settings: list[tuple[NamedNode, Literal]] = [
+            (TG.chunkSize, integer(options.chunk_size)), (TG.chunkOverlap, integer(options.chunk_overlap)),
+            (TG.pageCount, integer(report.pages)), (TG.chunkCount, integer(report.chunks)),
+            (TG.factCount, integer(report.facts)), (TG.warningCount, integer(len(report.warnings)))]
+        if self.llm is not None:
+            settings.append((TG.llmModel, Literal(self.llm.model)))
+            settings += [(TG.promptVersion, Literal(version)) for version in prompt_versions()]
+        return settings
+
+    def _unchanged(self, doc_id: str, collection: str) -> IngestReport:
+        doc = vocab.document_iri(doc_id)
+        graph = vocab.source_graph(collection)
+        title = next(self.store.quads(doc, DC.title, None, graph), None)
+        media = next(self.store.quads(doc, TG.mimeType, None, graph), None)
+        return IngestReport(doc_id, doc.value, title.object.value if title else "", media.object.value if media else "",
+                            collection, unchanged=True)

@@ -1,0 +1,148 @@
+"""Facts from chunks of text with an LLM: TrustGraph's two extraction prompts, answered in JSONL.
+
+``templates/prompts/extract_definitions.j2`` asks for ``{"entity", "definition"}`` lines,
+``extract_relationships.j2`` for ``{"subject", "predicate", "object", "object-entity"}`` lines. Replies
+are parsed tolerantly: code fences, blank lines, a JSON list instead of lines, junk lines and
+objects with a missing field are skipped and counted. Chunks run concurrently (LLM latency
+dominates); a chunk whose calls still fail after the client's retries yields no facts and a warning.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from server.config import TEMPLATES_DIR
+from server.rag.llm import LLMError, render_prompt
+
+PROMPTS = ("extract_definitions", "extract_relationships")
+
+
+class Completer(Protocol):
+    """An LLM that completes one prompt (``server.rag.openai_llm.OpenAILLM``)."""
+
+    model: str
+
+    def complete(self, prompt: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Definition:
+    entity: str
+    definition: str
+
+
+@dataclass(frozen=True)
+class Relationship:
+    subject: str
+    predicate: str
+    object: str
+    object_entity: bool
+
+
+@dataclass
+class ChunkFacts:
+    """What the LLM extracted from one chunk; ``skipped`` counts reply lines that were not usable,
+    ``errors`` the calls that failed (one line each)."""
+
+    definitions: list[Definition] = field(default_factory=list)
+    relationships: list[Relationship] = field(default_factory=list)
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def prompt_versions() -> list[str]:
+    """``name@sha256-prefix`` of each extraction prompt's file: a changed prompt is a new version."""
+    versions = []
+    for name in PROMPTS:
+        digest = hashlib.sha256((TEMPLATES_DIR / "prompts" / f"{name}.j2").read_bytes()).hexdigest()
+        versions.append(f"{name}@{digest[:12]}")
+    return versions
+
+
+def _reply_objects(text: str) -> Iterator[object]:
+    """Each JSON value of a JSONL reply (``None`` for a line that is not JSON); fences and blank
+    lines are dropped, and a line holding a JSON list gives its items."""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("```"):
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            yield None
+            continue
+        if isinstance(value, list):
+            yield from value
+        else:
+            yield value
+
+
+def _text_field(item: dict, name: str) -> str | None:
+    value = item.get(name)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return value.strip()
+
+
+def parse_definitions(text: str) -> tuple[list[Definition], int]:
+    """The definitions of a reply and the number of unusable lines."""
+    found, skipped = [], 0
+    for item in _reply_objects(text):
+        entity = _text_field(item, "entity") if isinstance(item, dict) else None
+        definition = _text_field(item, "definition") if isinstance(item, dict) else None
+        if entity and definition:
+            found.append(Definition(entity, definition))
+        else:
+            skipped += 1
+    return found, skipped
+
+
+def parse_relationships(text: str) -> tuple[list[Relationship], int]:
+    """The relationships of a reply and the number of unusable lines. ``object-entity`` defaults to
+    true when missing (TrustGraph's default); any other non-boolean value makes the line unusable."""
+    found, skipped = [], 0
+    for item in _reply_objects(text):
+        parts = [_text_field(item, name) for name in ("subject", "predicate", "object")] \
+            if isinstance(item, dict) else [None]
+        entity = item.get("object-entity", True) if isinstance(item, dict) else None
+        if all(parts) and isinstance(entity, bool):
+            subject, predicate, obj = parts
+            found.append(Relationship(subject, predicate, obj, entity))
+        else:
+            skipped += 1
+    return found, skipped
+
+
+def extract_chunk(llm: Completer, text: str) -> ChunkFacts:
+    """Both prompts on one chunk's text; a failed call is recorded, not raised."""
+    facts = ChunkFacts()
+    for name, parse, target in (("extract_definitions", parse_definitions, facts.definitions),
+                                ("extract_relationships", parse_relationships, facts.relationships)):
+        try:
+            reply = llm.complete(render_prompt(name, text=text))
+        except LLMError as exc:
+            facts.errors.append(f"{name}: {exc}")
+            continue
+        items, skipped = parse(reply)
+        target.extend(items)
+        facts.skipped += skipped
+    return facts
+
+
+def extract_all(llm: Completer, texts: Sequence[str], workers: int,
+                progress: Callable[[], None] | None = None) -> list[ChunkFacts]:
+    """:func:`extract_chunk` on every text, ``workers`` at a time, results in the texts' order."""
+    def one(text: str) -> ChunkFacts:
+        facts = extract_chunk(llm, text)
+        if progress is not None:
+            progress()
+        return facts
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="extract") as pool:
+        return list(pool.map(one, texts))
