@@ -113,7 +113,7 @@ def evaluate_query(operation: Operation) -> Response:
     config = current_config()
     task = QueryTask(operation.text, request.headers.get("Accept"), config.max_result_rows, config.max_result_bytes,
                      config.service_allow, tuple(g.value for g in operation.default_graphs),
-                     tuple(g.value for g in operation.named_graphs))
+                     tuple(g.value for g in operation.named_graphs), base_iri=request.base_url)
     store, workers = current_store(), current_queries()
     if workers is not None:
         answer = workers.run(task, store.generation, config.query_deadline_s)
@@ -130,12 +130,12 @@ def evaluate_update(operation: Operation) -> Response:
     require_write_access()
     config = current_config()
     task = UpdateTask(operation.text, config.service_allow, tuple(g.value for g in operation.default_graphs),
-                      tuple(g.value for g in operation.named_graphs))
+                      tuple(g.value for g in operation.named_graphs), base_iri=request.base_url)
     workers = current_queries()
     prepared = (workers.prepare_update(task, config.query_deadline_s) if workers is not None
                 else prepare_update(task))
     try:
-        current_store().run_update(prepared.text)
+        current_store().run_update(prepared.text, task.base_iri)
     except SyntaxError as error:
         raise BadRequest(f"malformed update: {error}") from None
     except (OSError, RuntimeError) as error:
@@ -150,7 +150,7 @@ def _named(graphs: tuple[str, ...] | None) -> list[NamedNode] | None:
     """The graphs an update may have written as IRIs; None (every graph) when that cannot be told."""
     try:
         return None if graphs is None else [NamedNode(iri) for iri in graphs]
-    except ValueError:  # a relative IRI: the update resolved it against a base we do not know
+    except ValueError:  # an IRI the guard's reading could not resolve as the parser did: assume any graph
         return None
 
 

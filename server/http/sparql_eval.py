@@ -45,6 +45,7 @@ class QueryTask:
     default_graphs: tuple[str, ...] = ()  # default-graph-uri
     named_graphs: tuple[str, ...] = ()  # named-graph-uri
     deadline_s: float | None = None  # checked between rows; None where the caller stops the evaluation
+    base_iri: str | None = None  # relative IRIs resolve against it (the endpoint's URL) unless the text says BASE
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class UpdateTask:
     service_allow: tuple[str, ...] = ()
     using_graphs: tuple[str, ...] = ()  # using-graph-uri
     using_named_graphs: tuple[str, ...] = ()  # using-named-graph-uri
+    base_iri: str | None = None  # as for QueryTask
 
 
 @dataclass(frozen=True)
@@ -83,11 +85,11 @@ def evaluation_error(error: Exception, calls_remote: bool) -> GlassgraphError:
 
 def answer_query(store: Store, task: QueryTask) -> Answer:
     """Check ``task`` (sparql_guard), run it on ``store`` and write the answer in the negotiated format."""
-    checked = check_user_sparql(task.text, task.service_allow, is_update=False)
-    if checked.must_parse is not None and parse_error(checked.must_parse, is_update=False) is not None:
+    checked = check_user_sparql(task.text, task.service_allow, is_update=False, base=task.base_iri)
+    if checked.must_parse is not None and parse_error(checked.must_parse, False, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
     try:
-        result = store.query(task.text, **_dataset_options(task))
+        result = store.query(task.text, base_iri=task.base_iri, **_dataset_options(task))
         if isinstance(result, (QueryBoolean, QuerySolutions)):
             answer = _results_answer(result, task)
         else:
@@ -138,28 +140,28 @@ def prepare_update(task: UpdateTask) -> PreparedUpdate:
     (and, when the guard renamed harmless SERVICE/LOAD, that the renamed reading parses too) on a
     thread with ``PARSE_STACK_BYTES`` of stack. An update calling an allowed endpoint is not tried,
     since trying runs it."""
-    checked = check_user_sparql(task.text, task.service_allow, is_update=True)
+    checked = check_user_sparql(task.text, task.service_allow, is_update=True, base=task.base_iri)
     text = task.text
     if task.using_graphs or task.using_named_graphs:
         text = add_using(text, [NamedNode(g) for g in task.using_graphs],
                          [NamedNode(g) for g in task.using_named_graphs])
-    if checked.must_parse is not None and _parse_error_on_small_stack(checked.must_parse) is not None:
+    if checked.must_parse is not None and _parse_error_on_small_stack(checked.must_parse, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
     if not checked.calls_remote:
-        error = _parse_error_on_small_stack(text)
+        error = _parse_error_on_small_stack(text, task.base_iri)
         if error is not None:
             raise BadRequest(f"malformed update: {error}")
-    touched = written_graphs(text)
+    touched = written_graphs(text, task.base_iri)
     return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)))
 
 
-def _parse_error_on_small_stack(text: str) -> str | None:
+def _parse_error_on_small_stack(text: str, base: str | None) -> str | None:
     """``parse_error`` of an update on a thread with ``PARSE_STACK_BYTES``: a text that overflows it
     ends this process, and one that does not is safe to parse on a request thread of the server."""
     found: list[str | None] = []
     previous = threading.stack_size(PARSE_STACK_BYTES)
     try:
-        checker = threading.Thread(target=lambda: found.append(parse_error(text, is_update=True)))
+        checker = threading.Thread(target=lambda: found.append(parse_error(text, True, base)))
         checker.start()
     finally:
         threading.stack_size(previous)
