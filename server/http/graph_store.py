@@ -21,6 +21,7 @@ from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Triple, parse
 
 from server.errors import BadRequest, LimitExceeded, NotFound, UnsupportedMediaType
 from server.http.context import current_config, current_store, notify_written, require_write_access
+from server.http.linked_data import requested_accept
 from server.http.multipart import Document, body_parts
 from server.http.negotiation import GRAPH_MEDIA
 from server.http.rdf_output import choose_format, has_triple_term, rdf_content_type
@@ -109,7 +110,7 @@ def _write(graph: NamedNode | DefaultGraph, triples: list[Triple], replace: bool
 @blueprint.route(STORE_PATH, methods=["GET"])
 @blueprint.route(STORE_PATH + "/<path:name>", methods=["GET"])
 def get_graph(name: str | None = None) -> Response:
-    """GET / HEAD: the graph as RDF by negotiation; 404 for a named graph that does not exist.
+    """GET / HEAD: the graph as RDF by negotiation (or ``?format=``); 404 for a named graph that does not exist.
 
     Written by the store itself (no Python object per triple), after a look at the graph that stops
     past ``GLASSGRAPH_MAX_ROWS`` (422) and sees whether it holds triple terms (no JSON-LD then).
@@ -117,7 +118,7 @@ def get_graph(name: str | None = None) -> Response:
     graph = _target()
     if not current_store().has_graph(graph):
         raise NotFound(f"no graph <{graph.value}> in this store")
-    fmt = choose_format(request.headers.get("Accept"), _has_triple_terms_within_limit(graph))
+    fmt = choose_format(requested_accept(), _has_triple_terms_within_limit(graph))
     return Response(current_store().dump(None, fmt, graph), content_type=rdf_content_type(fmt))
 
 
