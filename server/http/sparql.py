@@ -17,9 +17,11 @@ from dataclasses import dataclass, field, replace
 from flask import Blueprint, Response, render_template, request
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
+from server.config import Config
 from server.errors import BadRequest, UnsupportedMediaType
 from server.http.body import form_fields
 from server.http.context import current_config, current_queries, current_store, notify_written, require_write_access
+from server.http.federation import ServiceLimits, relayed
 from server.http.linked_data import linked_data_response, requested_accept
 from server.http.negotiation import GRAPH_MEDIA
 from server.http.responses import answer_response
@@ -116,7 +118,8 @@ def evaluate_query(operation: Operation) -> Response:
     config = current_config()
     task = QueryTask(operation.text, requested_accept(), config.max_result_rows, config.max_result_bytes,
                      config.service_allow, tuple(g.value for g in operation.default_graphs),
-                     tuple(g.value for g in operation.named_graphs), base_iri=request.base_url)
+                     tuple(g.value for g in operation.named_graphs), base_iri=request.base_url,
+                     service_limits=service_limits(config))
     store, workers = current_store(), current_queries()
     if workers is not None:
         answer = workers.run(task, store.generation, config.query_deadline_s)
@@ -137,16 +140,21 @@ def evaluate_update(operation: Operation) -> Response:
     workers = current_queries()
     prepared = (workers.prepare_update(task, config.query_deadline_s) if workers is not None
                 else prepare_update(task))
-    try:
-        current_store().run_update(prepared.text, task.base_iri)
-    except SyntaxError as error:
-        raise BadRequest(f"malformed update: {error}") from None
-    except (OSError, RuntimeError) as error:
-        if prepared.calls_remote:
-            raise evaluation_error(error, calls_remote=True) from None
-        raise BadRequest(f"the update failed and wrote nothing: {error}") from None
+    with relayed(prepared.text, prepared.service_spans, service_limits(config)) as text:
+        try:
+            current_store().run_update(text.text, task.base_iri)
+        except SyntaxError as error:
+            raise BadRequest(f"malformed update: {error}") from None
+        except (OSError, RuntimeError) as error:
+            if prepared.calls_remote:
+                raise text.failure or evaluation_error(error, calls_remote=True) from None
+            raise BadRequest(f"the update failed and wrote nothing: {error}") from None
     notify_written(_named(prepared.written_graphs))
     return Response(status=204)
+
+
+def service_limits(config: Config) -> ServiceLimits:
+    return ServiceLimits(config.service_timeout_s, config.service_max_rows, config.max_result_bytes)
 
 
 def _named(graphs: tuple[str, ...] | None) -> list[NamedNode] | None:

@@ -17,15 +17,18 @@ from dataclasses import dataclass
 from pyoxigraph import NamedNode, QueryBoolean, QuerySolutions, Store
 
 from server.errors import BadRequest, GlassgraphError, LimitExceeded, RemoteFailed, StoreFailed
+from server.http.federation import ServiceLimits, relayed
 from server.http.negotiation import RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotiate
 from server.http.rdf_output import Answer, not_acceptable, rdf_answer
 from server.http.results import write_boolean, write_solutions
 from server.http.sparql_guard import (
     REFUSED_UNVERIFIED,
+    Span,
     add_using,
     check_user_sparql,
     has_dataset_clause,
     parse_error,
+    service_spans,
     written_graphs,
 )
 
@@ -46,6 +49,7 @@ class QueryTask:
     named_graphs: tuple[str, ...] = ()  # named-graph-uri
     deadline_s: float | None = None  # checked between rows; None where the caller stops the evaluation
     base_iri: str | None = None  # relative IRIs resolve against it (the endpoint's URL) unless the text says BASE
+    service_limits: ServiceLimits | None = None  # allowed SERVICE calls go through the relay; None: called directly
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class PreparedUpdate:
     text: str  # with the protocol's USING clauses applied
     calls_remote: bool  # an allowed LOAD/SERVICE: run errors are the remote endpoint's
     written_graphs: tuple[str, ...] | None  # the named graphs it may write; None: any
+    service_spans: tuple[Span, ...] = ()  # where its SERVICE endpoints are, for the relay (federation)
 
 
 def _dataset_options(task: QueryTask) -> dict[str, object]:
@@ -88,16 +93,18 @@ def answer_query(store: Store, task: QueryTask) -> Answer:
     checked = check_user_sparql(task.text, task.service_allow, is_update=False, base=task.base_iri)
     if checked.must_parse is not None and parse_error(checked.must_parse, False, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
-    try:
-        result = store.query(task.text, base_iri=task.base_iri, **_dataset_options(task))
-        if isinstance(result, (QueryBoolean, QuerySolutions)):
-            answer = _results_answer(result, task)
-        else:
-            answer = rdf_answer(_pull(result, task, as_tuples=False), task.accept)
-    except SyntaxError as error:
-        raise BadRequest(f"malformed query: {error}") from None
-    except (OSError, RuntimeError, ValueError) as error:
-        raise evaluation_error(error, checked.calls_remote) from None
+    spans = service_spans(task.text, task.base_iri) if checked.calls_remote and task.service_limits else ()
+    with relayed(task.text, spans, task.service_limits) as text:
+        try:
+            result = store.query(text.text, base_iri=task.base_iri, **_dataset_options(task))
+            if isinstance(result, (QueryBoolean, QuerySolutions)):
+                answer = _results_answer(result, task)
+            else:
+                answer = rdf_answer(_pull(result, task, as_tuples=False), task.accept)
+        except SyntaxError as error:
+            raise BadRequest(f"malformed query: {error}") from None
+        except (OSError, RuntimeError, ValueError) as error:
+            raise text.failure or evaluation_error(error, checked.calls_remote) from None
     if len(answer.body) > task.max_bytes:
         raise LimitExceeded(f"the answer has {len(answer.body)} bytes, more than {task.max_bytes} "
                             "(GLASSGRAPH_MAX_RESULT_BYTES): narrow the query or add LIMIT")
@@ -152,7 +159,8 @@ def prepare_update(task: UpdateTask) -> PreparedUpdate:
         if error is not None:
             raise BadRequest(f"malformed update: {error}")
     touched = written_graphs(text, task.base_iri)
-    return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)))
+    return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)),
+                          service_spans(text, task.base_iri) if checked.calls_remote else ())
 
 
 def _parse_error_on_small_stack(text: str, base: str | None) -> str | None:

@@ -111,9 +111,25 @@ def _with_iris(tokens: Sequence[Token], base: str | None) -> Iterator[tuple[Toke
         yield token, nxt, _term_iri(nxt, prefixes, base)
 
 
-def remote_targets(tokens: Sequence[Token], base: str | None) -> list[tuple[Token, str | None]]:
+def _remote_targets(tokens: Sequence[Token], base: str | None) -> list[tuple[Token, str | None]]:
     """Each SERVICE/LOAD keyword with the endpoint IRI it calls (None when not a constant IRI)."""
     return [(token, iri) for token, _, iri in _with_iris(tokens, base) if token.is_word("SERVICE", "LOAD")]
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a SERVICE clause names its endpoint in a text: ``text[start:end]`` denotes ``endpoint``."""
+
+    start: int
+    end: int
+    endpoint: str
+
+
+def service_spans(text: str, base: str | None) -> tuple[Span, ...]:
+    """The endpoint of every SERVICE keyword in a text that passed :func:`check_remote_calls` (which
+    verified that the lexer finds every genuine keyword and that each names a constant IRI)."""
+    return tuple(Span(nxt.start, nxt.end, iri) for token, nxt, iri in _with_iris(tokenize(text), base)
+                 if token.is_word("SERVICE") and nxt is not None and iri is not None)
 
 
 def written_graphs(text: str, base: str | None = None) -> set[str] | None:
@@ -205,7 +221,7 @@ def check_remote_calls(text: str, allow: Iterable[str], is_update: bool,
     if not occurrences:
         return Checked(calls_remote=False, must_parse=None)
     allowed = set(allow)
-    genuine = remote_targets(tokens if tokens is not None else tokenize(text), base)
+    genuine = _remote_targets(tokens if tokens is not None else tokenize(text), base)
     for token, endpoint in genuine:
         keyword = token.value.upper()
         if endpoint is None:
