@@ -5,10 +5,6 @@ holds for the whole call, a row cap, and a clear error when the remote fails (ne
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +12,8 @@ import pytest
 import requests
 from live_server import LiveServer, serve
 from loopback_listener import LoopbackListener
-from production_server import TOKEN, ProductionServer, free_port
+from oxigraph_server import OxigraphServer
+from production_server import TOKEN, ProductionServer
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server.store import GraphStore
@@ -26,40 +23,18 @@ A, SAYS, P = NamedNode(EX + "a"), NamedNode(EX + "says"), NamedNode(EX + "p")
 OXIGRAPH_FACT = Triple(NamedNode(EX + "b"), P, Literal("from oxigraph"))
 GLASSGRAPH_FACT = Triple(A, P, Literal("from glassgraph", language="en"))
 JSON_RESULTS = "application/sparql-results+json"
-_START_TIMEOUT_S = 60.0
-
-
-def oxigraph_cli() -> str:
-    cli = shutil.which("oxigraph", path=str(Path(sys.executable).parent)) or shutil.which("oxigraph")
-    assert cli is not None, "the oxigraph CLI is missing: pip install -e '.[test]' installs it"
-    return cli
 
 
 @pytest.fixture(scope="module")
 def oxigraph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``oxigraph serve`` on a free loopback port over a store holding ``<a> <says> <<( b p "from oxigraph" )>>``;
-    its query endpoint's URL."""
-    port = free_port()
-    log = (tmp_path_factory.mktemp("oxigraph") / "oxigraph.log").open("wb")
-    process = subprocess.Popen([oxigraph_cli(), "serve", "--location", str(tmp_path_factory.mktemp("oxi-store")),
-                                "--bind", f"127.0.0.1:{port}"], stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while True:
-        assert process.poll() is None and time.monotonic() < deadline, "oxigraph serve did not start"
-        try:
-            if requests.get(base + "/query", params={"query": "ASK {}"}, timeout=5).ok:
-                break
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    loaded = requests.post(base + "/store?default", data=f"{A} {SAYS} <<( {OXIGRAPH_FACT.subject} {P} "
-                                                          f"{OXIGRAPH_FACT.object} )>> .",
+    """``oxigraph serve`` over a store holding ``<a> <says> <<( b p "from oxigraph" )>>``; its query endpoint."""
+    server = OxigraphServer(tmp_path_factory.mktemp("oxigraph") / "store")
+    loaded = requests.post(server.url + "/store?default", data=f"{A} {SAYS} <<( {OXIGRAPH_FACT.subject} {P} "
+                                                                f"{OXIGRAPH_FACT.object} )>> .",
                            headers={"Content-Type": "application/n-triples"})
     assert loaded.status_code in (201, 204), loaded.text
-    yield base + "/query"
-    process.terminate()
-    process.wait(30)
-    log.close()
+    yield server.url + "/query"
+    server.close()
 
 
 @pytest.fixture(scope="module")
