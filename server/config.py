@@ -51,6 +51,8 @@ class Config:
     query_workers: int = 2  # GLASSGRAPH_QUERY_WORKERS: processes that evaluate clients' queries
     query_memory_mb: int = 2048  # GLASSGRAPH_QUERY_MEMORY: each query worker's memory cap (0: none)
     service_allow: tuple[str, ...] = ()  # GLASSGRAPH_SERVICE_ALLOW: endpoints SERVICE/LOAD may call
+    service_timeout_s: float = 10.0  # GLASSGRAPH_SERVICE_TIMEOUT: one SERVICE call, connection to last byte
+    service_max_rows: int = 10_000  # GLASSGRAPH_SERVICE_MAX_ROWS: most rows one SERVICE call may answer
     llm: str = "offline"  # GLASSGRAPH_LLM: offline | openai
     llm_base_url: str | None = None  # GLASSGRAPH_LLM_BASE_URL (or OPENAI_BASE_URL)
     llm_api_key: str | None = None  # GLASSGRAPH_LLM_API_KEY (or OPENAI_API_KEY)
@@ -134,6 +136,8 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "query_workers": (("GLASSGRAPH_QUERY_WORKERS",), "int"),
     "query_memory_mb": (("GLASSGRAPH_QUERY_MEMORY",), "int"),
     "service_allow": (("GLASSGRAPH_SERVICE_ALLOW",), "list"),
+    "service_timeout_s": (("GLASSGRAPH_SERVICE_TIMEOUT",), "float"),
+    "service_max_rows": (("GLASSGRAPH_SERVICE_MAX_ROWS",), "int"),
     "llm": (("GLASSGRAPH_LLM",), "str"),
     "llm_base_url": (("GLASSGRAPH_LLM_BASE_URL", "OPENAI_BASE_URL"), "str"),
     "llm_api_key": (("GLASSGRAPH_LLM_API_KEY", "OPENAI_API_KEY"), "str"),

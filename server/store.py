@@ -181,10 +181,11 @@ class GraphStore:
             finally:
                 self.generation += 1
 
-    def run_update(self, text: str) -> None:
-        """Run a SPARQL update atomically (all of it or nothing) under the writers' lock."""
+    def run_update(self, text: str, base_iri: str | None = None) -> None:
+        """Run a SPARQL update atomically (all of it or nothing) under the writers' lock; relative IRIs
+        resolve against ``base_iri`` unless the text says BASE."""
         with self.writing() as store:
-            store.update(text)
+            store.update(text, base_iri=base_iri)
 
     def update(self, name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]]) -> None:
         """Run update template ``sparql/{name}.ru`` with its VALUES blocks filled, atomically."""

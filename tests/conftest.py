@@ -30,6 +30,11 @@ def sample_store(tmp_path_factory: pytest.TempPathFactory) -> GraphStore:
 
 @pytest.fixture
 def france_store(store: GraphStore) -> GraphStore:
+    """``store`` with :func:`add_france`."""
+    return add_france(store)
+
+
+def add_france(store: GraphStore) -> GraphStore:
     """A small France graph with full extraction provenance, built with the vocab builders.
 
     ``e:france r:capital e:paris`` is contained (triple term) in the subgraph of Chunk 2 of Page 4

@@ -377,3 +377,21 @@ def test_resource_page_from_result_link(page: object, base_url: str) -> None:
 def test_bad_parameters_are_client_errors(base_url: str, path: str, status: int) -> None:
     response = requests.get(base_url + path, headers={"Accept": "text/html"}, timeout=30)
     assert response.status_code == status, response.text
+
+
+def test_the_endpoint_link_opens_the_service_page_not_a_download(page: object, base_url: str) -> None:
+    """The footer's "SPARQL endpoint" link: the service description as a page, the console a click away,
+    and the VoID description linked from it as a page too."""
+    page.goto(base_url + "/")
+    page.click("footer a:text('SPARQL endpoint')")
+    page.wait_for_url(base_url + "/sparql")
+    assert page.inner_text("h1") == "SPARQL endpoint"
+    assert page.locator(f'td a[title="{vocab.collection_graph("default").value}"]').count() == 1
+    screenshot(page, "service")
+    page.click("a:text('VoID')")
+    page.wait_for_url(re.compile(r"/\.well-known/void$"))
+    assert page.locator("#collection-default h2").inner_text() == "Collection default: knowledge graph"
+    screenshot(page, "void")
+    page.go_back()
+    page.click("a:text('Open the SPARQL console')")
+    page.wait_for_url(base_url + "/console/sparql")

@@ -242,7 +242,7 @@ def test_documents_and_collections(server: LiveServer) -> None:
 
 def test_resource_as_rdf_in_every_graph(server: LiveServer) -> None:
     france = ENTITY.france.value
-    trig = requests.get(server.url + "/resource", params={"iri": france})
+    trig = requests.get(server.url + "/resource", params={"iri": france}, headers={"Accept": "application/trig"})
     assert trig.status_code == 200 and trig.headers["Content-Type"].startswith("application/trig")
     quads = list(parse(trig.content, format=RdfFormat.TRIG))
     assert {q.graph_name for q in quads} == {vocab.collection_graph("default")}
@@ -267,7 +267,7 @@ def test_resource_html_is_the_consoles_and_errors(server: LiveServer) -> None:
 def test_resource_over_the_row_limit_is_422(france_store: GraphStore) -> None:
     live = serve(france_store, max_result_rows=2)
     try:
-        response = requests.get(live.url + "/resource", params={"iri": ENTITY.france.value})
+        response = requests.get(live.url + "/resource", params={"iri": ENTITY.france.value, "format": "trig"})
         assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
     finally:
         live.close()

@@ -3,13 +3,28 @@ from __future__ import annotations
 
 from itertools import islice
 
-from pyoxigraph import Literal, NamedNode, Triple
+from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
 from server.explain.provenance import mention_chains_many, source_chains_many
 from server.labels import store_labels, term_name
 from server.sparql_templates import Term, render_term
 from server.store import GraphStore
+
+
+def trace_quads(store: GraphStore, trace: dict) -> list[Quad]:
+    """Every explainability triple of a trace from :func:`read_trace`, plus the answer text from the
+    librarian."""
+    graph = store.explain_graph
+    subjects = [trace[k] for k in ("session", "retrieval", "selection", "answer") if trace.get(k)]
+    if trace.get("selection"):
+        subjects += [q.object.value for q in store.quads(NamedNode(trace["selection"]), vocab.TG.selectedEdge,
+                                                         graph=graph)]
+    quads = [q for s in subjects for q in store.quads(NamedNode(s), graph=graph)]
+    session_id = vocab.session_id_of(trace["session"])
+    if session_id:
+        quads += store.quads(vocab.answer_document_iri(session_id), graph=vocab.LIBRARIAN_GRAPH)
+    return quads
 
 
 def read_trace(store: GraphStore, session_iri: str) -> dict | None:

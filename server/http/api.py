@@ -8,9 +8,7 @@ import threading
 from collections.abc import Iterator
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
-from pyoxigraph import NamedNode, Quad
 
-from server import vocab
 from server.errors import (
     BadRequest,
     Busy,
@@ -19,7 +17,7 @@ from server.errors import (
     NotFound,
     UnsupportedMediaType,
 )
-from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace
+from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, trace_quads
 from server.http.context import current_config, current_store
 from server.http.keepalive import with_keepalive
 from server.http.negotiation import GRAPH_MEDIA, negotiate
@@ -212,21 +210,6 @@ EXPLAIN_RDF = {m: GRAPH_MEDIA[m] for m in ("text/turtle", "application/trig", "a
                                             "application/n-quads")}
 
 
-def _session_quads(trace: dict) -> list[Quad]:
-    """Every explainability triple of the session, plus the answer text from the librarian."""
-    store = current_store()
-    graph = store.explain_graph
-    subjects = [trace[k] for k in ("session", "retrieval", "selection", "answer") if trace.get(k)]
-    if trace.get("selection"):
-        subjects += [q.object.value for q in store.quads(NamedNode(trace["selection"]), vocab.TG.selectedEdge,
-                                                         graph=graph)]
-    quads = [q for s in subjects for q in store.quads(NamedNode(s), graph=graph)]
-    session_id = vocab.session_id_of(trace["session"])
-    if session_id:
-        quads += store.quads(vocab.answer_document_iri(session_id), graph=vocab.LIBRARIAN_GRAPH)
-    return quads
-
-
 @blueprint.route("/api/explain", methods=["GET"])
 def explain() -> Response:
     """The trace of the session that ``id`` belongs to: JSON, or its triples as RDF by Accept."""
@@ -240,7 +223,7 @@ def explain() -> Response:
         raise NotAcceptable("the trace is available as " + ", ".join([JSON, *EXPLAIN_RDF]))
     if media == JSON:
         return jsonify(trace)
-    return rdf_response(_session_quads(trace), media, EXPLAIN_RDF)
+    return rdf_response(trace_quads(current_store(), trace), media, EXPLAIN_RDF)
 
 
 @blueprint.route("/api/sessions", methods=["GET"])

@@ -11,7 +11,10 @@ CORS_HEADERS = {
     "Access-Control-Allow-Methods": "GET, HEAD, POST, PUT, DELETE, OPTIONS",
     "Access-Control-Allow-Headers": "Accept, Authorization, Content-Type, Last-Event-ID",
     "Access-Control-Max-Age": "86400",
+    # a page on another site may read these too: linked-data alternates, a created graph, when to retry
+    "Access-Control-Expose-Headers": "Link, Location, Retry-After, Glassgraph-Trace",
 }
+_ON_EVERY_RESPONSE = ("Access-Control-Allow-Origin", "Access-Control-Expose-Headers")
 
 
 def create_app(config: Config | None = None, store: GraphStore | None = None) -> Flask:
@@ -33,9 +36,9 @@ def create_app(config: Config | None = None, store: GraphStore | None = None) ->
         app.extensions["glassgraph.queries"] = QueryWorkers(store.path, config.query_workers, config.query_memory_mb,
                                                             store.flush)
 
-    from server.http import api, console, documents, graph_store, ops, sparql
+    from server.http import api, console, dataset, documents, graph_store, ops, sparql
 
-    for module in (ops, sparql, graph_store, api, documents, console):
+    for module in (ops, sparql, graph_store, api, documents, console, dataset):
         app.register_blueprint(module.blueprint)
     install_whole_body_reading(app)
     install_error_handlers(app)
@@ -56,6 +59,6 @@ def _vary(response: Response) -> Response:
 def _cors(response: Response) -> Response:
     """Any origin may read (browser consoles, other sites); writes still need the bearer token."""
     for key, value in CORS_HEADERS.items():
-        if key == "Access-Control-Allow-Origin" or request.method == "OPTIONS":
+        if key in _ON_EVERY_RESPONSE or request.method == "OPTIONS":
             response.headers.setdefault(key, value)
     return response

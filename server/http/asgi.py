@@ -287,6 +287,9 @@ def wsgi_environ(scope: Scope, body: bytes) -> dict[str, Any]:
         "wsgi.multiprocess": False,
         "wsgi.run_once": False,
     }
+    if scope.get("raw_path"):  # the request target as sent, percent-encoding kept (werkzeug's name for it)
+        query = environ["QUERY_STRING"]
+        environ["RAW_URI"] = scope["raw_path"].decode("latin-1") + (f"?{query}" if query else "")
     if scope.get("client"):
         environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = scope["client"][0], str(scope["client"][1])
     environ.update(_header_variables(scope["headers"]))

@@ -1,5 +1,5 @@
 """The web console: server-rendered pages over the store and the explain traces, and
-``/resource`` (linked data: the HTML page for browsers, RDF by negotiation for everyone else).
+``/resource`` (linked data: the HTML page, or RDF when the client asks for it; traces likewise).
 
 Pages show data without JavaScript; ``static/*.js`` adds the live parts (running SPARQL
 queries, streaming GraphRAG answers).
@@ -12,13 +12,12 @@ from flask import Blueprint, Response, render_template, request
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse
 
 from server import vocab
-from server.errors import BadRequest, LimitExceeded, NotFound
+from server.errors import BadRequest, NotFound
 from server.explain.provenance import chunk_span, node_name, source_chains_many
-from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace
+from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, trace_quads
 from server.http.context import current_config, current_store
-from server.http.negotiation import GRAPH_MEDIA, prefers
+from server.http.linked_data import linked_data_response
 from server.http.params import iri_parameter
-from server.http.responses import rdf_response
 from server.labels import local_name, store_labels
 from server.rag.retrieval import RetrievalLimits
 from server.sparql_templates import template_limit
@@ -134,8 +133,12 @@ def ask() -> str:
 
 
 @blueprint.get("/console/trace")
-def trace() -> str:
-    return render_template("trace.html", trace=_trace_or_404(request.args.get("id")))
+def trace() -> Response:
+    """A session's trace (any of its explain IRIs finds it): the page for a browser, its triples as
+    RDF when asked (Accept or ``?format=``)."""
+    view = _trace_or_404(request.args.get("id"))
+    return linked_data_response(trace_quads(current_store(), view), lambda: render_template("trace.html", trace=view),
+                                f"no GraphRAG session {view['session']}")
 
 
 _STAGES = ("session", "retrieval", "selection", "answer")
@@ -165,26 +168,17 @@ def sessions() -> str:
                            per_page=SESSIONS_PER_PAGE, has_next=len(rows) > SESSIONS_PER_PAGE)
 
 
-RESOURCE_MEDIA = {"application/trig": RdfFormat.TRIG, **GRAPH_MEDIA}
-
-
 @blueprint.get("/resource")
-def resource() -> Response | str | tuple[str, int]:
-    """Every quad with ``iri`` as subject or object, in every graph: TriG by default, the page for
-    a client that prefers HTML."""
+def resource() -> Response:
+    """Every quad with ``iri`` as subject or object, in every graph: the page unless the client asks
+    for RDF (TriG, Turtle, N-Triples, N-Quads, RDF/XML, JSON-LD where the data has no triple term)."""
     iri = iri_parameter("iri")
-    accept = request.headers.get("Accept")
-    if prefers(accept, "text/html", list(RESOURCE_MEDIA)):
-        return resource_html(iri)
     store, limit = current_store(), current_config().max_result_rows
     outgoing = store.quads(subject=iri)
     incoming = (q for q in store.quads(obj=iri) if q.subject != iri)
     quads = list(islice(chain(outgoing, incoming), limit + 1))
-    if len(quads) > limit:
-        raise LimitExceeded(f"<{iri.value}> has more than {limit} triples (GLASSGRAPH_MAX_ROWS); use /sparql")
-    if not quads:
-        raise NotFound(f"nothing is known about <{iri.value}>")
-    return rdf_response(quads, accept, RESOURCE_MEDIA)
+    return linked_data_response(quads, lambda: resource_html(iri), f"nothing is known about <{iri.value}>",
+                                limit=limit)
 
 
 def resource_html(node: NamedNode) -> str | tuple[str, int]:

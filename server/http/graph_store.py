@@ -1,34 +1,49 @@
-"""The SPARQL 1.1 Graph Store HTTP Protocol at ``/store`` (``?graph=IRI`` or ``?default``).
+"""The SPARQL 1.1 Graph Store HTTP Protocol at ``/store``.
 
-GET/HEAD read a graph (404 if a named graph does not exist); PUT replaces, POST merges (201 when
-the graph is new, 204 otherwise; POST to ``/store`` itself creates a graph ``urn:uuid:...`` and
-answers 201 with its Location); DELETE drops (204, or 404). Writes need the bearer token. A
-body is parsed completely before anything is written, and each write is one atomic update, so a
-bad body writes nothing.
+A graph is named indirectly (``/store?graph=IRI``, ``/store?default``) or directly: a graph whose
+IRI is a URL under ``/store/`` is addressed by that URL (``PUT /store/person/1.ttl`` writes the
+graph ``http://HOST/store/person/1.ttl``), for every method. GET/HEAD read a graph (404 if a named
+graph does not exist; HEAD answers GET's headers with no body); PUT replaces, POST merges (201
+when the graph is new, 204 otherwise); POST to ``/store`` itself creates a graph
+``http://HOST/store/{uuid}`` and answers 201 with that IRI as its Location, which GET reads back;
+DELETE drops (204, or 404). A body is one RDF document, or ``multipart/form-data`` whose parts
+are RDF documents (merged). Writes need the bearer token. A body is parsed completely before
+anything is written, and each write is one atomic update, so a bad body writes nothing.
 """
 from __future__ import annotations
 
 import uuid
 from itertools import islice
+from urllib.parse import quote
 
-from flask import Blueprint, Response, request, url_for
+from flask import Blueprint, Response, request
 from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Triple, parse
 
 from server.errors import BadRequest, LimitExceeded, NotFound, UnsupportedMediaType
 from server.http.context import current_config, current_store, notify_written, require_write_access
+from server.http.linked_data import requested_accept
+from server.http.multipart import Document, body_parts
 from server.http.negotiation import GRAPH_MEDIA
 from server.http.rdf_output import choose_format, has_triple_term, rdf_content_type
 from server.http.sparql_guard import MAX_NESTING
 
 blueprint = Blueprint("graph_store", __name__)
+STORE_PATH = "/store"
 
 
 def _target() -> NamedNode | DefaultGraph:
-    """The graph the request names: exactly one of ``?graph=IRI`` and ``?default``."""
+    """The graph the request names: its own URL under ``/store/``, or exactly one of ``?graph=IRI``
+    and ``?default``."""
     graphs = request.args.getlist("graph")
     default = "default" in request.args
+    if request.view_args:
+        if graphs or default:
+            raise BadRequest(f"a request to a graph's own URL under {STORE_PATH}/ names no other graph "
+                             "(?graph= and ?default are for /store itself)")
+        return NamedNode(request_iri())
     if default == bool(graphs) or len(graphs) > 1:
-        raise BadRequest("name exactly one graph: ?graph=<IRI> or ?default")
+        raise BadRequest("name exactly one graph: ?graph=<IRI> or ?default, or use the graph's own URL under "
+                         f"{STORE_PATH}/")
     if default:
         return DefaultGraph()
     try:
@@ -37,22 +52,40 @@ def _target() -> NamedNode | DefaultGraph:
         raise BadRequest(f"graph: not an absolute IRI ({error})") from None
 
 
+def request_iri() -> str:
+    """The URL this request was sent to, without its query: the path as the client wrote it
+    (percent-encoding kept) when the server passes it on, else the decoded path encoded again."""
+    raw = request.environ.get("RAW_URI") or request.environ.get("REQUEST_URI")
+    path = raw.partition("?")[0] if raw else quote(request.script_root + request.path, safe="/:@!$&'()*+,;=~")
+    return request.host_url.rstrip("/") + path
+
+
 def _read_body(graph: NamedNode | DefaultGraph) -> list[Triple]:
-    """Every triple of the request body, or 400/415 before anything is written."""
-    fmt = GRAPH_MEDIA.get(request.mimetype) or (RdfFormat.from_media_type(request.mimetype)
-                                                if request.mimetype else None)
-    if fmt is None:
-        raise UnsupportedMediaType(f"unsupported Content-Type {request.mimetype or '(none)'}: send Turtle, N-Triples, "
-                             "RDF/XML, JSON-LD, TriG or N-Quads")
+    """Every triple of the request body (each part of a multipart body), or 400/415 before anything
+    is written."""
     base = graph.value if isinstance(graph, NamedNode) else request.base_url
+    triples = []
+    for document in body_parts(request.content_type, request.get_data(cache=False)):
+        triples += _parse_document(document, base)
+    return triples
+
+
+def _parse_document(document: Document, base: str) -> list[Triple]:
+    """The triples of one RDF document; its blank nodes are its own (two parts' ``_:b0`` differ)."""
+    media, label = document.media_type, document.label
+    fmt = GRAPH_MEDIA.get(media) or (RdfFormat.from_media_type(media) if media else None)
+    if fmt is None:
+        raise UnsupportedMediaType(f"unsupported Content-Type {media or '(none)'}{label}: send Turtle, N-Triples, "
+                                   "RDF/XML, JSON-LD, TriG or N-Quads (or multipart/form-data of those)")
     try:
-        quads = list(parse(request.get_data(cache=False), format=fmt, base_iri=base))
+        quads = list(parse(document.data, format=fmt, base_iri=base, rename_blank_nodes=True))
     except (SyntaxError, ValueError) as error:
-        raise BadRequest(f"the body is not valid {fmt.name}: {error}; nothing was written") from None
+        raise BadRequest(f"the body{label} is not valid {fmt.name}: {error}; nothing was written") from None
     if any(not isinstance(q.graph_name, DefaultGraph) for q in quads):
-        raise BadRequest("a graph body must hold triples only, not named graphs; nothing was written")
+        raise BadRequest(f"a graph body{label} must hold triples only, not named graphs; nothing was written")
     if any(_triple_term_depth(q.object) > MAX_NESTING or _triple_term_depth(q.subject) > MAX_NESTING for q in quads):
-        raise BadRequest(f"the body nests triple terms more than {MAX_NESTING} levels deep; nothing was written")
+        raise BadRequest(f"the body{label} nests triple terms more than {MAX_NESTING} levels deep; nothing was "
+                         "written")
     return [q.triple for q in quads]
 
 
@@ -74,9 +107,10 @@ def _write(graph: NamedNode | DefaultGraph, triples: list[Triple], replace: bool
     return Response(status=201 if created else 204)
 
 
-@blueprint.route("/store", methods=["GET"])
-def get_graph() -> Response:
-    """GET / HEAD: the graph as RDF by negotiation; 404 for a named graph that does not exist.
+@blueprint.route(STORE_PATH, methods=["GET"])
+@blueprint.route(STORE_PATH + "/<path:name>", methods=["GET"])
+def get_graph(name: str | None = None) -> Response:
+    """GET / HEAD: the graph as RDF by negotiation (or ``?format=``); 404 for a named graph that does not exist.
 
     Written by the store itself (no Python object per triple), after a look at the graph that stops
     past ``GLASSGRAPH_MAX_ROWS`` (422) and sees whether it holds triple terms (no JSON-LD then).
@@ -84,7 +118,7 @@ def get_graph() -> Response:
     graph = _target()
     if not current_store().has_graph(graph):
         raise NotFound(f"no graph <{graph.value}> in this store")
-    fmt = choose_format(request.headers.get("Accept"), _has_triple_terms_within_limit(graph))
+    fmt = choose_format(requested_accept(), _has_triple_terms_within_limit(graph))
     return Response(current_store().dump(None, fmt, graph), content_type=rdf_content_type(fmt))
 
 
@@ -99,29 +133,33 @@ def _has_triple_terms_within_limit(graph: NamedNode | DefaultGraph) -> bool:
     return nested
 
 
-@blueprint.route("/store", methods=["PUT"])
-def put_graph() -> Response:
+@blueprint.route(STORE_PATH, methods=["PUT"])
+@blueprint.route(STORE_PATH + "/<path:name>", methods=["PUT"])
+def put_graph(name: str | None = None) -> Response:
     """PUT: replace the graph's content with the body."""
     require_write_access()
     graph = _target()
     return _write(graph, _read_body(graph), replace=True)
 
 
-@blueprint.route("/store", methods=["POST"])
-def post_graph() -> Response:
-    """POST: merge the body into the graph; to ``/store`` itself, a new graph (201 and its Location)."""
+@blueprint.route(STORE_PATH, methods=["POST"])
+@blueprint.route(STORE_PATH + "/<path:name>", methods=["POST"])
+def post_graph(name: str | None = None) -> Response:
+    """POST: merge the body into the graph; to ``/store`` itself, a new graph under ``/store/`` (201,
+    and its IRI as the Location)."""
     require_write_access()
-    if not request.args:
-        graph = NamedNode(f"urn:uuid:{uuid.uuid4()}")
+    if not request.args and not request.view_args:
+        graph = NamedNode(f"{request_iri()}/{uuid.uuid4()}")
         response = _write(graph, _read_body(graph), replace=False)
-        response.headers["Location"] = url_for("graph_store.get_graph", graph=graph.value)
+        response.headers["Location"] = graph.value
         return response
     graph = _target()
     return _write(graph, _read_body(graph), replace=False)
 
 
-@blueprint.route("/store", methods=["DELETE"])
-def delete_graph() -> Response:
+@blueprint.route(STORE_PATH, methods=["DELETE"])
+@blueprint.route(STORE_PATH + "/<path:name>", methods=["DELETE"])
+def delete_graph(name: str | None = None) -> Response:
     """DELETE: drop a named graph, or empty the default graph; 404 if the named graph does not exist."""
     require_write_access()
     graph = _target()

@@ -3,8 +3,9 @@
 One function per protocol operation, modelled on Oxigraph's own server: the request is read into
 an :class:`Operation` (query by GET, POST form or POST ``application/sparql-query``; update by POST
 form or POST ``application/sparql-update``), then :func:`evaluate_query` or
-:func:`evaluate_update` runs it; a GET without a query answers the service description.
-Negotiation lives in ``negotiation.py``; error types and their status codes in ``server/errors.py``.
+:func:`evaluate_update` runs it; a GET without a query answers the service description (RDF, or a
+page for a browser). Negotiation lives in ``negotiation.py`` (``?format=`` overrides Accept, see
+``linked_data.py``); error types and their status codes in ``server/errors.py``.
 
 Dataset: without ``default-graph-uri``/``named-graph-uri`` and without ``FROM`` in the query, the
 default graph is the union of all graphs. Updates work on the store's real default graph.
@@ -13,19 +14,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, render_template, request
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
+from server.config import Config
 from server.errors import BadRequest, UnsupportedMediaType
 from server.http.body import form_fields
 from server.http.context import current_config, current_queries, current_store, notify_written, require_write_access
-from server.http.responses import answer_response, rdf_response
+from server.http.federation import ServiceLimits, relayed
+from server.http.linked_data import linked_data_response, requested_accept
+from server.http.negotiation import GRAPH_MEDIA
+from server.http.responses import answer_response
 from server.http.sparql_eval import QueryTask, UpdateTask, answer_query, evaluation_error, prepare_update
-from server.vocab import RDF, Namespace
+from server.vocab import RDF, RDFS, Namespace
+from server.void import SD, VOID_PATH, GraphRole, dataset_iri, graph_role
 
 blueprint = Blueprint("sparql", __name__)
 
-SD = Namespace("http://www.w3.org/ns/sparql-service-description#")
 FORMATS = Namespace("http://www.w3.org/ns/formats/")
 
 
@@ -111,9 +116,10 @@ def evaluate_query(operation: Operation) -> Response:
     between rows.
     """
     config = current_config()
-    task = QueryTask(operation.text, request.headers.get("Accept"), config.max_result_rows, config.max_result_bytes,
+    task = QueryTask(operation.text, requested_accept(), config.max_result_rows, config.max_result_bytes,
                      config.service_allow, tuple(g.value for g in operation.default_graphs),
-                     tuple(g.value for g in operation.named_graphs))
+                     tuple(g.value for g in operation.named_graphs), base_iri=request.base_url,
+                     service_limits=service_limits(config))
     store, workers = current_store(), current_queries()
     if workers is not None:
         answer = workers.run(task, store.generation, config.query_deadline_s)
@@ -130,55 +136,76 @@ def evaluate_update(operation: Operation) -> Response:
     require_write_access()
     config = current_config()
     task = UpdateTask(operation.text, config.service_allow, tuple(g.value for g in operation.default_graphs),
-                      tuple(g.value for g in operation.named_graphs))
+                      tuple(g.value for g in operation.named_graphs), base_iri=request.base_url)
     workers = current_queries()
     prepared = (workers.prepare_update(task, config.query_deadline_s) if workers is not None
                 else prepare_update(task))
-    try:
-        current_store().run_update(prepared.text)
-    except SyntaxError as error:
-        raise BadRequest(f"malformed update: {error}") from None
-    except (OSError, RuntimeError) as error:
-        if prepared.calls_remote:
-            raise evaluation_error(error, calls_remote=True) from None
-        raise BadRequest(f"the update failed and wrote nothing: {error}") from None
+    with relayed(prepared.text, prepared.service_spans, service_limits(config)) as text:
+        try:
+            current_store().run_update(text.text, task.base_iri)
+        except SyntaxError as error:
+            raise BadRequest(f"malformed update: {error}") from None
+        except (OSError, RuntimeError) as error:
+            if prepared.calls_remote:
+                raise text.failure or evaluation_error(error, calls_remote=True) from None
+            raise BadRequest(f"the update failed and wrote nothing: {error}") from None
     notify_written(_named(prepared.written_graphs))
     return Response(status=204)
+
+
+def service_limits(config: Config) -> ServiceLimits:
+    return ServiceLimits(config.service_timeout_s, config.service_max_rows, config.max_result_bytes)
 
 
 def _named(graphs: tuple[str, ...] | None) -> list[NamedNode] | None:
     """The graphs an update may have written as IRIs; None (every graph) when that cannot be told."""
     try:
         return None if graphs is None else [NamedNode(iri) for iri in graphs]
-    except ValueError:  # a relative IRI: the update resolved it against a base we do not know
+    except ValueError:  # an IRI the guard's reading could not resolve as the parser did: assume any graph
         return None
 
 
 # --- service description (protocol section 2.1.5 / SPARQL 1.1 Service Description) ---------------
 
+RESULT_FORMATS = ("SPARQL_Results_JSON", "SPARQL_Results_XML", "SPARQL_Results_CSV", "SPARQL_Results_TSV", "Turtle",
+                  "N-Triples", "N-Quads", "TriG", "RDF_XML", "JSON-LD")
+
+
 def service_description() -> Response:
-    """The endpoint described with the ``sd:`` vocabulary, as RDF by negotiation."""
+    """The endpoint described with the ``sd:`` vocabulary: RDF for machines (Turtle without Accept),
+    a page for a browser (the same facts, with the console a click away)."""
     config = current_config()
+    store = current_store()
+    root = request.host_url.rstrip("/")
+    languages = [SD.SPARQL11Query] + ([SD.SPARQL11Update] if config.token and not config.read_only else [])
+    features = [SD.UnionDefaultGraph] + ([SD.BasicFederatedQuery] if config.service_allow else [])
+    graphs = [(graph, graph_role(store, graph)) for graph in sorted(store.named_graphs(), key=lambda g: g.value)]
+    triples = _description_triples(NamedNode(request.base_url), root, languages, features, graphs)
+    page = {"endpoint": request.base_url, "void": root + VOID_PATH, "languages": languages, "features": features,
+            "formats": RESULT_FORMATS, "graphs": graphs, "service_allow": config.service_allow,
+            "updates": SD.SPARQL11Update in languages}
+    return linked_data_response(triples, lambda: render_template("service.html", **page), "no description",
+                                html_by_default=False, media=GRAPH_MEDIA)
+
+
+def _description_triples(endpoint: NamedNode, root: str, languages: list[NamedNode], features: list[NamedNode],
+                         graphs: list[tuple[NamedNode, GraphRole]]) -> list[Triple]:
     service, dataset, graph = BlankNode(), BlankNode(), BlankNode()
     triples = [Triple(service, RDF.type, SD.Service),
-               Triple(service, SD.endpoint, NamedNode(request.base_url)),
-               Triple(service, SD.supportedLanguage, SD.SPARQL11Query),
-               Triple(service, SD.feature, SD.UnionDefaultGraph),
+               Triple(service, SD.endpoint, endpoint),
                Triple(service, SD.defaultDataset, dataset),
                Triple(dataset, RDF.type, SD.Dataset),
                Triple(dataset, SD.defaultGraph, graph),
                Triple(graph, RDF.type, SD.Graph),
-               Triple(service, NamedNode("http://www.w3.org/2000/01/rdf-schema#comment"),
-                      Literal("Glassgraph SPARQL endpoint. The default graph is the union of all graphs "
-                              "unless the request names a dataset."))]
-    if not config.read_only and config.token:
-        triples.append(Triple(service, SD.supportedLanguage, SD.SPARQL11Update))
-    if config.service_allow:
-        triples.append(Triple(service, SD.feature, SD.BasicFederatedQuery))
-    for name in ("SPARQL_Results_JSON", "SPARQL_Results_XML", "SPARQL_Results_CSV", "SPARQL_Results_TSV",
-                 "Turtle", "N-Triples", "N-Quads", "TriG", "RDF_XML", "JSON-LD"):
-        triples.append(Triple(service, SD.resultFormat, FORMATS[name]))
-    for named in current_store().named_graphs():
+               Triple(service, RDFS.comment,
+                      Literal("Glassgraph SPARQL endpoint. The default graph is the union of all graphs unless the "
+                              "request names a dataset. Relative IRIs resolve against the endpoint's URL.")),
+               Triple(service, RDFS.seeAlso, NamedNode(root + VOID_PATH))]
+    triples += [Triple(service, SD.supportedLanguage, language) for language in languages]
+    triples += [Triple(service, SD.feature, feature) for feature in features]
+    triples += [Triple(service, SD.resultFormat, FORMATS[name]) for name in RESULT_FORMATS]
+    for named, role in graphs:
         node = BlankNode()
-        triples += [Triple(dataset, SD.namedGraph, node), Triple(node, SD.name, named)]
-    return rdf_response(triples, request.headers.get("Accept"))
+        triples += [Triple(dataset, SD.namedGraph, node), Triple(node, RDF.type, SD.NamedGraph),
+                    Triple(node, SD.name, named), Triple(node, SD.graph, dataset_iri(root, role))]
+    return triples

@@ -17,15 +17,18 @@ from dataclasses import dataclass
 from pyoxigraph import NamedNode, QueryBoolean, QuerySolutions, Store
 
 from server.errors import BadRequest, GlassgraphError, LimitExceeded, RemoteFailed, StoreFailed
+from server.http.federation import ServiceLimits, relayed
 from server.http.negotiation import RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotiate
 from server.http.rdf_output import Answer, not_acceptable, rdf_answer
 from server.http.results import write_boolean, write_solutions
 from server.http.sparql_guard import (
     REFUSED_UNVERIFIED,
+    Span,
     add_using,
     check_user_sparql,
     has_dataset_clause,
     parse_error,
+    service_spans,
     written_graphs,
 )
 
@@ -45,6 +48,8 @@ class QueryTask:
     default_graphs: tuple[str, ...] = ()  # default-graph-uri
     named_graphs: tuple[str, ...] = ()  # named-graph-uri
     deadline_s: float | None = None  # checked between rows; None where the caller stops the evaluation
+    base_iri: str | None = None  # relative IRIs resolve against it (the endpoint's URL) unless the text says BASE
+    service_limits: ServiceLimits | None = None  # allowed SERVICE calls go through the relay; None: called directly
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class UpdateTask:
     service_allow: tuple[str, ...] = ()
     using_graphs: tuple[str, ...] = ()  # using-graph-uri
     using_named_graphs: tuple[str, ...] = ()  # using-named-graph-uri
+    base_iri: str | None = None  # as for QueryTask
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,7 @@ class PreparedUpdate:
     text: str  # with the protocol's USING clauses applied
     calls_remote: bool  # an allowed LOAD/SERVICE: run errors are the remote endpoint's
     written_graphs: tuple[str, ...] | None  # the named graphs it may write; None: any
+    service_spans: tuple[Span, ...] = ()  # where its SERVICE endpoints are, for the relay (federation)
 
 
 def _dataset_options(task: QueryTask) -> dict[str, object]:
@@ -83,19 +90,21 @@ def evaluation_error(error: Exception, calls_remote: bool) -> GlassgraphError:
 
 def answer_query(store: Store, task: QueryTask) -> Answer:
     """Check ``task`` (sparql_guard), run it on ``store`` and write the answer in the negotiated format."""
-    checked = check_user_sparql(task.text, task.service_allow, is_update=False)
-    if checked.must_parse is not None and parse_error(checked.must_parse, is_update=False) is not None:
+    checked = check_user_sparql(task.text, task.service_allow, is_update=False, base=task.base_iri)
+    if checked.must_parse is not None and parse_error(checked.must_parse, False, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
-    try:
-        result = store.query(task.text, **_dataset_options(task))
-        if isinstance(result, (QueryBoolean, QuerySolutions)):
-            answer = _results_answer(result, task)
-        else:
-            answer = rdf_answer(_pull(result, task, as_tuples=False), task.accept)
-    except SyntaxError as error:
-        raise BadRequest(f"malformed query: {error}") from None
-    except (OSError, RuntimeError, ValueError) as error:
-        raise evaluation_error(error, checked.calls_remote) from None
+    spans = service_spans(task.text, task.base_iri) if checked.calls_remote and task.service_limits else ()
+    with relayed(task.text, spans, task.service_limits) as text:
+        try:
+            result = store.query(text.text, base_iri=task.base_iri, **_dataset_options(task))
+            if isinstance(result, (QueryBoolean, QuerySolutions)):
+                answer = _results_answer(result, task)
+            else:
+                answer = rdf_answer(_pull(result, task, as_tuples=False), task.accept)
+        except SyntaxError as error:
+            raise BadRequest(f"malformed query: {error}") from None
+        except (OSError, RuntimeError, ValueError) as error:
+            raise text.failure or evaluation_error(error, checked.calls_remote) from None
     if len(answer.body) > task.max_bytes:
         raise LimitExceeded(f"the answer has {len(answer.body)} bytes, more than {task.max_bytes} "
                             "(GLASSGRAPH_MAX_RESULT_BYTES): narrow the query or add LIMIT")
@@ -138,28 +147,29 @@ def prepare_update(task: UpdateTask) -> PreparedUpdate:
     (and, when the guard renamed harmless SERVICE/LOAD, that the renamed reading parses too) on a
     thread with ``PARSE_STACK_BYTES`` of stack. An update calling an allowed endpoint is not tried,
     since trying runs it."""
-    checked = check_user_sparql(task.text, task.service_allow, is_update=True)
+    checked = check_user_sparql(task.text, task.service_allow, is_update=True, base=task.base_iri)
     text = task.text
     if task.using_graphs or task.using_named_graphs:
         text = add_using(text, [NamedNode(g) for g in task.using_graphs],
                          [NamedNode(g) for g in task.using_named_graphs])
-    if checked.must_parse is not None and _parse_error_on_small_stack(checked.must_parse) is not None:
+    if checked.must_parse is not None and _parse_error_on_small_stack(checked.must_parse, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
     if not checked.calls_remote:
-        error = _parse_error_on_small_stack(text)
+        error = _parse_error_on_small_stack(text, task.base_iri)
         if error is not None:
             raise BadRequest(f"malformed update: {error}")
-    touched = written_graphs(text)
-    return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)))
+    touched = written_graphs(text, task.base_iri)
+    return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)),
+                          service_spans(text, task.base_iri) if checked.calls_remote else ())
 
 
-def _parse_error_on_small_stack(text: str) -> str | None:
+def _parse_error_on_small_stack(text: str, base: str | None) -> str | None:
     """``parse_error`` of an update on a thread with ``PARSE_STACK_BYTES``: a text that overflows it
     ends this process, and one that does not is safe to parse on a request thread of the server."""
     found: list[str | None] = []
     previous = threading.stack_size(PARSE_STACK_BYTES)
     try:
-        checker = threading.Thread(target=lambda: found.append(parse_error(text, is_update=True)))
+        checker = threading.Thread(target=lambda: found.append(parse_error(text, True, base)))
         checker.start()
     finally:
         threading.stack_size(previous)

@@ -93,11 +93,11 @@ def _term_iri(token: Token | None, prefixes: dict[str, str], base: str | None) -
     return None
 
 
-def _with_iris(tokens: Sequence[Token]) -> Iterator[tuple[Token, Token | None, str | None]]:
+def _with_iris(tokens: Sequence[Token], base: str | None) -> Iterator[tuple[Token, Token | None, str | None]]:
     """Each token, the token after it (after ``SILENT``), and the IRI that one denotes (None when it
-    is not a constant IRI), with PREFIX and BASE applied as they are declared."""
+    is not a constant IRI), with PREFIX and BASE applied as they are declared; relative IRIs before
+    any BASE resolve against ``base`` (the endpoint's URL, as the parser is told)."""
     prefixes: dict[str, str] = {}
-    base: str | None = None
     for index, token in enumerate(tokens):
         nxt = tokens[index + 1] if index + 1 < len(tokens) else None
         if token.is_word("BASE") and nxt is not None and nxt.kind == "iri":
@@ -111,17 +111,33 @@ def _with_iris(tokens: Sequence[Token]) -> Iterator[tuple[Token, Token | None, s
         yield token, nxt, _term_iri(nxt, prefixes, base)
 
 
-def _remote_targets(tokens: Sequence[Token]) -> list[tuple[Token, str | None]]:
+def _remote_targets(tokens: Sequence[Token], base: str | None) -> list[tuple[Token, str | None]]:
     """Each SERVICE/LOAD keyword with the endpoint IRI it calls (None when not a constant IRI)."""
-    return [(token, iri) for token, _, iri in _with_iris(tokens) if token.is_word("SERVICE", "LOAD")]
+    return [(token, iri) for token, _, iri in _with_iris(tokens, base) if token.is_word("SERVICE", "LOAD")]
 
 
-def written_graphs(text: str) -> set[str] | None:
+@dataclass(frozen=True)
+class Span:
+    """Where a SERVICE clause names its endpoint in a text: ``text[start:end]`` denotes ``endpoint``."""
+
+    start: int
+    end: int
+    endpoint: str
+
+
+def service_spans(text: str, base: str | None) -> tuple[Span, ...]:
+    """The endpoint of every SERVICE keyword in a text that passed :func:`check_remote_calls` (which
+    verified that the lexer finds every genuine keyword and that each names a constant IRI)."""
+    return tuple(Span(nxt.start, nxt.end, iri) for token, nxt, iri in _with_iris(tokenize(text), base)
+                 if token.is_word("SERVICE") and nxt is not None and iri is not None)
+
+
+def written_graphs(text: str, base: str | None = None) -> set[str] | None:
     """The named graphs an update may write: the constant IRI after every GRAPH, WITH, INTO, ADD, MOVE,
     COPY and TO (a GRAPH in a WHERE clause counts too: more is harmless). None when one of them is
     not a constant IRI, or the update says ALL or NAMED: any graph, then."""
     graphs: set[str] = set()
-    for token, nxt, iri in _with_iris(tokenize(text)):
+    for token, nxt, iri in _with_iris(tokenize(text), base):
         if token.is_word("ALL", "NAMED"):
             return None
         if token.is_word("GRAPH", "WITH") or (token.is_word("INTO", "ADD", "MOVE", "COPY", "TO") and nxt is not None
@@ -144,16 +160,17 @@ class Checked:
     must_parse: str | None  # the text with harmless SERVICE/LOAD renamed: refuse unless it still parses
 
 
-def parse_error(text: str, is_update: bool) -> str | None:
-    """The parser's message if ``text`` does not parse, else None. It runs on an empty in-memory
-    store, so an update is also executed there and a query may be evaluated: call it only where it
-    can be stopped (a query worker), since the parser can overflow its stack on long texts."""
+def parse_error(text: str, is_update: bool, base: str | None = None) -> str | None:
+    """The parser's message if ``text`` (with relative IRIs resolved against ``base``) does not parse,
+    else None. It runs on an empty in-memory store, so an update is also executed there and a query
+    may be evaluated: call it only where it can be stopped (a query worker), since the parser can
+    overflow its stack on long texts."""
     scratch = Store()
     try:
         if is_update:
-            scratch.update(text)
+            scratch.update(text, base_iri=base)
         else:
-            scratch.query(text)
+            scratch.query(text, base_iri=base)
     except SyntaxError as error:
         return str(error)
     except (OSError, RuntimeError):
@@ -161,11 +178,12 @@ def parse_error(text: str, is_update: bool) -> str | None:
     return None
 
 
-def check_user_sparql(text: str, allow: Iterable[str], is_update: bool) -> Checked:
+def check_user_sparql(text: str, allow: Iterable[str], is_update: bool, base: str | None = None) -> Checked:
     """Every check on a client's query or update that needs no parser, in the order that keeps the
-    parser safe; what is left for the parser is in the result."""
+    parser safe; what is left for the parser is in the result. ``base`` is the IRI the parser will
+    resolve relative IRIs against."""
     tokens = check_nesting(text)
-    return check_remote_calls(text, allow, is_update, tokens)
+    return check_remote_calls(text, allow, is_update, tokens, base)
 
 
 def check_nesting(text: str) -> list[Token] | None:
@@ -197,13 +215,13 @@ def check_nesting(text: str) -> list[Token] | None:
 
 
 def check_remote_calls(text: str, allow: Iterable[str], is_update: bool,
-                       tokens: list[Token] | None = None) -> Checked:
+                       tokens: list[Token] | None = None, base: str | None = None) -> Checked:
     """Refuse SERVICE and LOAD unless their endpoint is in ``allow``; see the module docstring."""
     occurrences = list(_REMOTE_WORDS.finditer(text))
     if not occurrences:
         return Checked(calls_remote=False, must_parse=None)
     allowed = set(allow)
-    genuine = _remote_targets(tokens if tokens is not None else tokenize(text))
+    genuine = _remote_targets(tokens if tokens is not None else tokenize(text), base)
     for token, endpoint in genuine:
         keyword = token.value.upper()
         if endpoint is None:

@@ -1,6 +1,7 @@
-/* Download links in a chosen format: <a href="URL" data-accept="media/type" data-filename="name">.
-   A plain link cannot send Accept, so a click fetches the URL with it and saves the body;
-   a failure is shown next to the link. Loaded on every page: errorMessage() serves the others. */
+/* Download links: <a href="URL?…&format=ttl" download="name">. The URL names its format (a plain
+   link cannot send Accept), so the link works without scripts; with them, a click fetches it and
+   saves the body, and a failure is shown next to the link instead of a failed download.
+   Loaded on every page: errorMessage() serves the others. */
 "use strict";
 
 const GlassDownload = (() => {
@@ -28,7 +29,7 @@ const GlassDownload = (() => {
   async function save(link) {
     let response;
     try {
-      response = await fetch(link.href, { headers: { Accept: link.dataset.accept } });
+      response = await fetch(link.href);
     } catch (failure) {
       fail(link, `cannot reach the server: ${failure.message}`);
       return;
@@ -40,7 +41,7 @@ const GlassDownload = (() => {
     const url = URL.createObjectURL(await response.blob());
     const anchor = document.createElement("a");
     anchor.href = url;
-    anchor.download = link.dataset.filename || "download";
+    anchor.download = link.getAttribute("download") || "download";
     document.body.append(anchor);
     anchor.click();
     anchor.remove();
@@ -48,7 +49,7 @@ const GlassDownload = (() => {
   }
 
   document.addEventListener("click", (event) => {
-    const link = event.target.closest("a[data-accept]");
+    const link = event.target.closest('a[download]:not([href^="blob:"])');  // not the anchor save() clicks
     if (!link) return;
     event.preventDefault();
     save(link);

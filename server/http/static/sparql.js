@@ -16,17 +16,17 @@
   const HISTORY_KEY = "glassgraph.sparql.history";
   const HISTORY_MAX = 30;
   const SHOWN_ROWS = 1000;  // more rows than this are for the downloads, not the page
-  const RESULT_FORMATS = [
-    ["JSON", "application/sparql-results+json", "srj"],
-    ["XML", "application/sparql-results+xml", "srx"],
-    ["CSV", "text/csv", "csv"],
-    ["TSV", "text/tab-separated-values", "tsv"],
+  const RESULT_FORMATS = [  // [label, the endpoint's ?format= name, file extension]
+    ["JSON", "json", "srj"],
+    ["XML", "xml", "srx"],
+    ["CSV", "csv", "csv"],
+    ["TSV", "tsv", "tsv"],
   ];
   const GRAPH_FORMATS = [
-    ["Turtle", "text/turtle", "ttl"],
-    ["N-Triples", "application/n-triples", "nt"],
-    ["N-Quads", "application/n-quads", "nq"],
-    ["RDF/XML", "application/rdf+xml", "rdf"],
+    ["Turtle", "ttl", "ttl"],
+    ["N-Triples", "nt", "nt"],
+    ["N-Quads", "nq", "nq"],
+    ["RDF/XML", "rdf", "rdf"],
   ];
 
   GlassTerms.setPrefixes(JSON.parse(document.getElementById("prefixes").textContent));
@@ -56,17 +56,16 @@
     status.textContent = text;
   }
 
-  /** One link per format: the GET URL, fetched with that format's Accept by download.js. */
+  /** One link per format: the GET URL with ?format= (a plain link works too; download.js shows failures). */
   function showDownloads(query, kind) {
     downloads.replaceChildren("Download: ");
     const formats = kind === "CONSTRUCT" || kind === "DESCRIBE" ? GRAPH_FORMATS
       : kind === "ASK" ? RESULT_FORMATS.slice(0, 2) : RESULT_FORMATS;
-    formats.forEach(([label, accept, extension], index) => {
+    formats.forEach(([label, format, extension], index) => {
       const link = document.createElement("a");
-      link.href = `/sparql?query=${encodeURIComponent(query)}`;
+      link.href = `/sparql?query=${encodeURIComponent(query)}&format=${format}`;
       link.textContent = label;
-      link.dataset.accept = accept;
-      link.dataset.filename = `results.${extension}`;
+      link.download = `results.${extension}`;
       if (index) downloads.append(" · ");
       downloads.append(link);
     });
