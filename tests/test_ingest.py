@@ -278,3 +278,24 @@ def test_ingesting_then_deleting_leaves_the_sample_exactly_as_it_was(tmp_path: P
     assert report.facts > 0 and report.mentions > 0
     assert delete_document(store, "default", NamedNode(report.iri))
     assert sorted(map(str, store.quads())) == before
+
+
+def test_extraction_replies_are_parsed_tolerantly() -> None:
+    from server.ingest.extraction import parse_definitions, parse_relationships
+
+    reply = "\n".join([
+        "```jsonl",
+        '{"subject": "A", "predicate": "knows", "object": "B", "object-entity": true}',
+        '[{"subject": "A", "predicate": "age", "object": 41, "object-entity": false}]',
+        '{"subject": "A", "predicate": "knows"}',  # no object
+        '{"subject": "A", "predicate": "knows", "object": "C", "object-entity": "yes"}',  # not a boolean
+        '{"subject": "\\ud800", "predicate": "knows", "object": "D"}',  # a lone surrogate
+        "Sure! Here you go.",
+        "```",
+    ])
+    found, skipped = parse_relationships(reply)
+    assert [(r.subject, r.predicate, r.object, r.object_entity) for r in found] == [
+        ("A", "knows", "B", True), ("A", "age", "41", False)]
+    assert skipped == 4
+    definitions, skipped = parse_definitions('{"entity": "A", "definition": "A letter."}\n{"entity": ""}\n')
+    assert [(d.entity, d.definition) for d in definitions] == [("A", "A letter.")] and skipped == 1

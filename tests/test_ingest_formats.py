@@ -294,3 +294,14 @@ def test_unsupported_and_unreadable_map_to_415_and_422() -> None:
 ])
 def test_media_type_of_name(name: str, media_type: str | None) -> None:
     assert media_type_of_name(name) == media_type
+
+
+def test_a_pdf_whose_text_takes_too_long_to_read_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extraction budget is checked after each page: with none left, the first page is the last."""
+    from server.ingest import formats
+
+    data = make_pdf([f"Page {n} of a long report." for n in range(1, 31)])
+    assert len(read_document(data).pages) == 30
+    monkeypatch.setattr(formats, "MAX_PDF_SECONDS", 0.0)
+    with pytest.raises(UnreadableDocument, match=r"took more than 0 s \(page 1 of 30\)"):
+        read_document(data)

@@ -105,6 +105,7 @@ class Ingester:
             return self._unchanged(doc_id, collection)
         document = read_document(data, declared, name)
         title = (options.title or document.title or (PurePath(name).name if name else "") or f"Document {doc_id[:8]}")
+        title = title.encode("utf-8", "replace").decode("utf-8")  # a file name not in UTF-8 reaches argv as surrogates
         report = IngestReport(doc_id, doc.value, title, document.media_type, collection, pages=len(document.pages),
                               extracted=self.llm is not None)
         started = vocab.now_literal()

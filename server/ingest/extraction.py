@@ -87,6 +87,10 @@ def _text_field(item: dict, name: str) -> str | None:
         value = str(value)
     if not isinstance(value, str) or not value.strip():
         return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate escaped in the JSON ("\ud800"): no RDF literal holds one
+        return None
     return value.strip()
 
 

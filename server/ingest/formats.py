@@ -21,6 +21,7 @@ import io
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from server.errors import UnreadableDocument, UnsupportedDocument
 PLAIN, MARKDOWN, HTML, PDF = "text/plain", "text/markdown", "text/html", "application/pdf"
 MEDIA_TYPES = (PLAIN, MARKDOWN, HTML, PDF)
 MAX_PDF_PAGES = 10_000
+MAX_PDF_SECONDS = 30.0  # of text extraction: pages may share one huge content stream (100 x 1 MB read in 7 s)
 READ_FORMATS = "plain text, Markdown, HTML and PDF"
 
 _EXTENSIONS = {".txt": PLAIN, ".text": PLAIN, ".md": MARKDOWN, ".markdown": MARKDOWN, ".html": HTML,
@@ -175,7 +177,13 @@ def _pdf_page_texts(data: bytes) -> tuple[PdfReader, list[str]]:
                                  "open without a password: save an unencrypted copy and ingest that")
     _check_page_count(reader.root_object["/Pages"].get("/Count", 0))  # cheap, before the page tree is read
     _check_page_count(len(reader.pages))  # the page tree, which /Count may belie
-    return reader, [_pdf_page_text(page.extract_text()) for page in reader.pages]
+    started, texts = time.monotonic(), []
+    for number, page in enumerate(reader.pages, start=1):
+        texts.append(_pdf_page_text(page.extract_text()))
+        if time.monotonic() - started > MAX_PDF_SECONDS:
+            raise UnreadableDocument(f"reading the PDF's text took more than {MAX_PDF_SECONDS:g} s (page {number} of "
+                                     f"{len(reader.pages)}): it is too costly to read")
+    return reader, texts
 
 
 class _ThreadRecords(logging.Handler):
