@@ -34,7 +34,7 @@ from server.sparql_templates import Term, ValuesKey, load_template, render_limit
 
 QueryResult = QuerySolutions | QueryBoolean | QueryTriples
 GraphName = NamedNode | DefaultGraph
-LoadListener = Callable[[str], None]
+LoadListener = Callable[[str, list | None], None]  # (collection, labels added or None)
 
 
 def store_directory(path: str | Path | None) -> Path | None:
@@ -223,12 +223,15 @@ class GraphStore:
             store.extend(quads)
 
     def add_load_listener(self, listener: LoadListener) -> None:
-        """``listener(collection)`` runs after data is loaded into a collection."""
+        """``listener(collection, added_labels)`` runs after data is written into a collection."""
         self._load_listeners.append(listener)
 
-    def notify_loaded(self, collection: str) -> None:
+    def notify_loaded(self, collection: str, added_labels: list | None = None) -> None:
+        """Data was written into ``collection``; ``added_labels`` (``(term IRI, label Literal, is a relation)``),
+        when the writer knows them, are all the ``rdfs:label``s it added: label indexes then add those
+        instead of reading the collection again."""
         for listener in list(self._load_listeners):
-            listener(collection)
+            listener(collection, added_labels)
 
     # --- whole-store operations -----------------------------------------------------------------
 

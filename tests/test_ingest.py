@@ -299,3 +299,18 @@ def test_extraction_replies_are_parsed_tolerantly() -> None:
     assert skipped == 4
     definitions, skipped = parse_definitions('{"entity": "A", "definition": "A letter."}\n{"entity": ""}\n')
     assert [(d.entity, d.definition) for d in definitions] == [("A", "A letter.")] and skipped == 1
+
+
+def test_the_label_index_takes_a_documents_new_labels_without_a_rebuild(store: GraphStore,
+                                                                       scripted_llm: ScriptedLLM) -> None:
+    index = LabelIndex(store)
+    ingester = Ingester(store, index, extraction_llm(scripted_llm))
+    ingester.ingest(b"Lisbon and Porto are cities.", "cities", name="one.txt")
+    built = index._indexes["cities"] if "cities" in index._indexes else index._index("cities")
+    ingester.ingest(b"Braga and Porto Alegre and Coimbra are cities.", "cities", name="two.txt")
+    assert index._indexes.get("cities") is built  # updated in place, not dropped
+    fresh = LabelIndex(store)
+    for question in ("Is Braga near Porto Alegre?", "Coimbra", "What about Lisbon and Porto?"):
+        assert index.lookup_tiers(question, "cities", 10) == fresh.lookup_tiers(question, "cities", 10)
+    assert index.lookup("Porto Alegre", "cities", 1) == [vocab.entity_iri("Porto Alegre")]
+    assert index.focus_relations("what is mentioned with Braga", "cities") == [vocab.relation_iri(PREDICATE)]

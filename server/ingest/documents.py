@@ -123,7 +123,7 @@ class Ingester:
             if existing_document(self.store, collection, doc_id) is not None:  # ingested meanwhile
                 return self._unchanged(doc_id, collection)
             raw.extend(quads)
-        self.store.notify_loaded(collection)
+        self.store.notify_loaded(collection, _added_labels(quads, vocab.collection_graph(collection)))
         return report
 
     # --- steps -------------------------------------------------------------------------------------
@@ -225,3 +225,11 @@ class Ingester:
         media = next(self.store.quads(doc, TG.mimeType, None, graph), None)
         return IngestReport(doc_id, doc.value, title.object.value if title else "", media.object.value if media else "",
                             collection, unchanged=True)
+
+
+def _added_labels(quads: list[Quad], knowledge: NamedNode) -> list[tuple[str, Literal, bool]]:
+    """The ``rdfs:label``s ``quads`` add to the collection graph ``knowledge``, as label indexes take them
+    (none for an offline ingest, which writes no knowledge)."""
+    written = [q for q in quads if q.graph_name == knowledge]
+    predicates = {q.predicate for q in written}
+    return [(q.subject.value, q.object, q.subject in predicates) for q in written if q.predicate == RDFS.label]

@@ -112,8 +112,8 @@ class _LabelCache:
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
 
-    def invalidate(self, collection: str) -> None:
-        """Entries of ``collection`` are no longer served."""
+    def invalidate(self, collection: str, added_labels: list | None = None) -> None:
+        """Entries of ``collection`` are no longer served (whatever was added: a term's name may change)."""
         with self._lock:
             self._generation[collection] = self._generation.get(collection, 0) + 1
 
