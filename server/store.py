@@ -152,11 +152,10 @@ class GraphStore:
         """Every collection with the triple counts of its knowledge and source graphs."""
         counts = {row["g"].value: int(row["n"].value) for row in self.select("graph_counts")}
         result = []
-        for graph, count in sorted(counts.items()):
-            name = self.collection_of(NamedNode(graph))
-            if name is None:
-                continue
-            result.append({"collection": name, "graph": graph, "triples": count,
+        names = {self.collection_of(NamedNode(graph.removesuffix(":source"))) for graph in counts}
+        for name in sorted(names - {None}):
+            graph = vocab.collection_graph(name).value
+            result.append({"collection": name, "graph": graph, "triples": counts.get(graph, 0),
                            "source_triples": counts.get(vocab.source_graph(name).value, 0)})
         return result
 
@@ -166,9 +165,11 @@ class GraphStore:
         return None if content is None else content.object.value
 
     def has_collection(self, collection: str) -> bool:
-        """Whether user collection ``collection`` holds data; ValueError for a name that is not one."""
+        """Whether user collection ``collection`` holds data (knowledge, or only the provenance of documents
+        ingested without an LLM); ValueError for a name that is not one."""
         self.check_collection(collection)
-        return self.raw.contains_named_graph(vocab.collection_graph(collection))
+        return any(self.raw.contains_named_graph(graph) for graph in (vocab.collection_graph(collection),
+                                                                       vocab.source_graph(collection)))
 
     # --- writing ------------------------------------------------------------------------------
 

@@ -186,7 +186,10 @@ def test_excerpt_around_the_label() -> None:
 def test_edge_lines_with_sources_mentions_and_excerpts(atlas: GraphStore, session: str) -> None:
     capital, currency, border = read_trace(atlas, session)["edges"]
     assert edge_lines(capital) == ["      Edge: (France, capital, Paris)", "        Reason: names the capital",
-                                   f'        Source: Chunk 3 {span(2, 3)} → Page 2 → "{TITLE}"']
+                                   f'        Source: Chunk 3 {span(2, 3)} → Page 2 → "{TITLE}"',
+                                   # the other chunks that mention France (the source chunk is not repeated)
+                                   f'        Mentioned in: Chunk 1 {span(1, 1)} → Page 1 → "{TITLE}"',
+                                   f'        Mentioned in: Chunk 4 {span(2, 4)} → Page 2 → "{TITLE}"']
     assert edge_lines(currency, show_source=True) == [
         "      Edge: (France, currency, Euro)", "        Reason: the money",
         "        Source: (no extraction provenance)",
@@ -213,8 +216,8 @@ def test_glassgraph_explain_show_source_quotes_each_passage(atlas: GraphStore, s
     lines = shown.stdout.splitlines()
     source = lines.index(f'        Source: Chunk 3 {span(2, 3)} → Page 2 → "{TITLE}"')
     assert lines[source + 1] == f"          {CAPITAL_EXCERPT}"
-    assert sum(line.startswith("        Mentioned in: ") for line in lines) == 3
-    assert sum(line.startswith("          “") for line in lines) == 4
+    assert sum(line.startswith("        Mentioned in: ") for line in lines) == 3 + 2  # currency 3, capital 2
+    assert sum(line.startswith("          “") for line in lines) == 4 + 2
 
     plain = run(GLASSGRAPH, "--store", store, "explain", session)
     assert plain.returncode == 0, plain.stderr

@@ -83,8 +83,9 @@ def chain_lines(name: str, chain: list[dict], labels: Sequence[str], show_source
 
 
 def edge_lines(edge: dict, show_source: bool = False) -> list[str]:
-    """One selected edge: its labels, the LLM's reasoning, every source chain and, for an edge with none,
-    the chains of the chunks that mention its subject or object; ``show_source`` quotes each chunk."""
+    """One selected edge: its labels, the LLM's reasoning, every source chain and the chains of the other
+    chunks that mention its subject or object (an ingested document without an LLM links only those);
+    ``show_source`` quotes each chunk."""
     lines = [f"      Edge: ({', '.join(edge['labels'])})"]
     if edge.get("reasoning"):
         lines.append(f"        Reason: {one_line(edge['reasoning'])}")
@@ -93,7 +94,9 @@ def edge_lines(edge: dict, show_source: bool = False) -> list[str]:
         lines += chain_lines("Source", chain, labels, show_source)
     if not edge.get("sources"):
         lines.append("        Source: (no extraction provenance)")
-        for chain in edge.get("mentions") or []:
+    sourced = {chain[0]["iri"] for chain in edge.get("sources") or [] if chain}
+    for chain in edge.get("mentions") or []:
+        if chain and chain[0]["iri"] not in sourced:
             lines += chain_lines("Mentioned in", chain, labels, show_source)
     return lines
 
