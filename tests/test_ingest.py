@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from extraction_llm import PREDICATE, respond
 from pyoxigraph import Literal, NamedNode, Triple
-from scripted_llm import ScriptedLLM
+from scripted_llm import Reply, ScriptedLLM
 
 from server import vocab
 from server.config import SAMPLE_DATA, Config
-from server.errors import UnreadableDocument, UnsupportedDocument
+from server.errors import LLMFailed, UnreadableDocument, UnsupportedDocument
 from server.explain.trace import read_trace
 from server.ingest.catalog import delete_document, existing_document, list_documents
 from server.ingest.documents import Ingester, IngestOptions, document_id
@@ -314,3 +314,23 @@ def test_the_label_index_takes_a_documents_new_labels_without_a_rebuild(store: G
         assert index.lookup_tiers(question, "cities", 10) == fresh.lookup_tiers(question, "cities", 10)
     assert index.lookup("Porto Alegre", "cities", 1) == [vocab.entity_iri("Porto Alegre")]
     assert index.focus_relations("what is mentioned with Braga", "cities") == [vocab.relation_iri(PREDICATE)]
+
+
+def test_an_llm_that_fails_every_call_ingests_nothing(store: GraphStore, scripted_llm: ScriptedLLM) -> None:
+    llm = extraction_llm(scripted_llm)
+    scripted_llm.responder = lambda request: Reply(status=503, error="model is loading")
+    with pytest.raises(LLMFailed, match="every extraction call failed.*HTTP 503: model is loading"):
+        Ingester(store, LabelIndex(store), llm).ingest(b"Alpha met Beta. Gamma met Delta.", "down", name="d.txt")
+    assert len(store) == 0
+
+
+def test_replace_extracts_a_document_again(store: GraphStore, scripted_llm: ScriptedLLM) -> None:
+    data = b"Lisbon and Porto are cities."
+    offline = Ingester(store, LabelIndex(store), None).ingest(data, "again", name="a.txt")
+    assert offline.facts == 0
+    ingester = Ingester(store, LabelIndex(store), extraction_llm(scripted_llm))
+    assert ingester.ingest(data, "again", name="a.txt").unchanged
+    redone = ingester.ingest(data, "again", name="a.txt", options=IngestOptions(replace=True))
+    assert (redone.id, redone.facts, redone.unchanged, redone.revision_of) == (offline.id, 2, False, [])  # a relationship and a definition
+    documents = list_documents(store, "again")
+    assert [(d["id"], d["facts"], d["model"]) for d in documents] == [(offline.id, 2, "scripted-model")]

@@ -75,7 +75,7 @@ def _check_arguments(args: argparse.Namespace, config: Config) -> None:
     """Usage errors that depend on the configuration: ``-C`` must name a user collection (the
     explainability graph's name is configured) and ``ask``'s question must fit the limit. ``ask`` and
     ``load`` without ``-C`` take the configured default collection."""
-    if args.handler in (cmd_ask, cmd_load, cmd_ingest) and args.collection is None:
+    if args.handler in (cmd_ask, cmd_load, cmd_ingest, cmd_documents) and args.collection is None:
         args.collection = config.default_collection
     collection = getattr(args, "collection", None)
     if collection is not None:
@@ -207,6 +207,12 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     from server.cli.ingest import run_ingest
 
     return run_ingest(args, config, _open(config, sample=True))
+
+
+def cmd_documents(args: argparse.Namespace, config: Config) -> int:
+    from server.cli.ingest import run_documents
+
+    return run_documents(args, _open_existing(config, snapshot=not args.delete))
 
 
 def cmd_ask(args: argparse.Namespace, config: Config) -> int:
@@ -378,7 +384,19 @@ def build_parser() -> argparse.ArgumentParser:
                         help="characters consecutive chunks share, less than the chunk size (default: %(default)s)")
     ingest.add_argument("--workers", type=_int_between(1, 64), default=4,
                         help="chunks sent to the LLM at once (default: %(default)s)")
+    ingest.add_argument("--replace", action="store_true",
+                        help="extract files already ingested again, replacing them (after an offline or failed "
+                             "ingest, or with another model)")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    documents = _command(sub, "documents", cmd_documents,
+                         "list the documents of a collection (id, title, media type, counts), or delete one",
+                         "glassgraph documents -C research --delete 20adaab9e964fbc5d0ad")
+    documents.add_argument("-C", "--collection",
+                           help="the collection (default: $GLASSGRAPH_COLLECTION, else default)")
+    documents.add_argument("--delete", metavar="ID", help="delete this document: its text, its provenance and "
+                                                          "the facts no other document states")
+    documents.add_argument("--format", choices=("text", "json"), default="text", help="output format")
 
     ask = _command(sub, "ask", cmd_ask, "answer a question in-process on the embedded store (GraphRAG)",
                    "glassgraph ask --explainable -q \"What is the capital of France?\" > answer.txt")

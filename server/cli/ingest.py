@@ -7,6 +7,7 @@ again after an interruption resumes where it stopped.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def run_ingest(args: argparse.Namespace, config: Config, store: GraphStore) -> i
         args.command_parser.error("--title names one document: give one file with it")
     try:
         options = IngestOptions(title=args.title, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap,
-                                workers=args.workers)
+                                workers=args.workers, replace=args.replace)
     except ValueError as exc:
         args.command_parser.error(str(exc))
     files = read_files(args.files, config.max_document_bytes)
@@ -67,7 +68,7 @@ def run_ingest(args: argparse.Namespace, config: Config, store: GraphStore) -> i
     ingester = Ingester(store, LabelIndex(store), llm)
     done_before = sum(existing_document(store, args.collection, document_id(data)[0]) is not None
                       for _, data in files)
-    if done_before and done_before < len(files):
+    if done_before and done_before < len(files) and not args.replace:
         print(f"resuming: {done_before} of {len(files)} file(s) are already in collection {args.collection!r}",
               file=sys.stderr)
     reports = [_ingest_one(ingester, name, data, args, options) for name, data in files]
@@ -88,7 +89,7 @@ def _ingest_one(ingester: Ingester, name: str, data: bytes, args: argparse.Names
         report = ingester.ingest(data, args.collection, name=Path(name).name, options=options,
                                  progress=bar.update, total=total)
     if report.unchanged:
-        print(f"{name}: unchanged (already ingested as {report.iri})")
+        print(f"{name}: unchanged (already ingested as {report.iri}; --replace extracts it again)")
         return report
     revision = f"; a new version of {', '.join(report.revision_of)}" if report.revision_of else ""
     print(f"{name}: {report.iri} \"{report.title}\" ({report.media_type}): {report.pages} page(s), "
@@ -98,3 +99,26 @@ def _ingest_one(ingester: Ingester, name: str, data: bytes, args: argparse.Names
     if len(report.warnings) > MAX_WARNINGS_SHOWN:
         print(f"{name}: {len(report.warnings) - MAX_WARNINGS_SHOWN} more warning(s)", file=sys.stderr)
     return report
+
+
+def run_documents(args: argparse.Namespace, store: GraphStore) -> int:
+    """``glassgraph documents``: the documents of a collection, or delete one (``--delete ID``)."""
+    from server.ingest.catalog import delete_document, document_of_id, list_documents
+
+    if args.delete:
+        doc = document_of_id(args.delete)
+        if doc is None or not delete_document(store, args.collection, doc):
+            raise NotFound(f"no document {args.delete!r} in collection {args.collection!r}")
+        print(f"deleted {doc.value} from collection {args.collection!r} (with the facts no other document states)")
+        return 0
+    documents = list_documents(store, args.collection)
+    if args.format == "json":
+        print(json.dumps(documents, indent=2, ensure_ascii=False))
+        return 0
+    for doc in documents:
+        counts = ("loaded as RDF" if doc["chunks"] is None
+                  else f"{doc['pages']} page(s), {doc['chunks']} chunk(s), {doc['facts']} fact(s)")
+        print("\t".join([doc["id"], doc["title"] or "", doc["media_type"] or "", counts]))
+    if not documents:
+        print(f"no documents in collection {args.collection!r}", file=sys.stderr)
+    return 0

@@ -17,9 +17,10 @@ from pathlib import PurePath
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
-from server.ingest.catalog import existing_document
+from server.errors import LLMFailed
+from server.ingest.catalog import delete_document, existing_document
 from server.ingest.chunking import split
-from server.ingest.extraction import ChunkFacts, Completer, extract_all, prompt_versions
+from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all, prompt_versions
 from server.ingest.facts import FactBuilder
 from server.ingest.formats import Document, read_document
 from server.rag.label_index import LabelIndex
@@ -39,6 +40,7 @@ class IngestOptions:
     chunk_size: int = 2000
     chunk_overlap: int = 100
     workers: int = 4  # chunks sent to the LLM at once
+    replace: bool = False  # extract a document already in the collection again (the new run replaces it)
 
     def __post_init__(self) -> None:
         """ValueError for settings that cannot work (the splitter's own rule for size and overlap)."""
@@ -101,7 +103,7 @@ class Ingester:
         ``collection``. ``total(n)`` learns the number of chunks, ``progress(n)`` each one done."""
         doc_id, digest = document_id(data)
         doc = vocab.document_iri(doc_id)
-        if existing_document(self.store, collection, doc_id) is not None:
+        if existing_document(self.store, collection, doc_id) is not None and not options.replace:
             return self._unchanged(doc_id, collection)
         document = read_document(data, declared, name)
         title = (options.title or document.title or (PurePath(name).name if name else "") or f"Document {doc_id[:8]}")
@@ -114,14 +116,16 @@ class Ingester:
         if total is not None:
             total(len(chunks))
         labels = self._extract(chunks, collection, options, report, progress)
-        report.revision_of = [d.value for d in self._same_title(title, collection)]
+        report.revision_of = [d.value for d in self._same_title(title, collection, doc)]
         quads = self._document_quads(doc, digest, len(data), document, chunks, report)
         quads += self._knowledge_quads(chunks, labels, report)
         quads += vocab.activity_quads(vocab.source_graph(collection), vocab.activity_iri(doc_id), doc,
                                       *self._agent(), started, vocab.now_literal(), self._settings(options, report))
         with self.store.writing() as raw:
-            if existing_document(self.store, collection, doc_id) is not None:  # ingested meanwhile
-                return self._unchanged(doc_id, collection)
+            if existing_document(self.store, collection, doc_id) is not None:
+                if not options.replace:  # ingested meanwhile
+                    return self._unchanged(doc_id, collection)
+                delete_document(self.store, collection, doc)  # its own transaction: a crash here leaves neither
             raw.extend(quads)
         self.store.notify_loaded(collection, _added_labels(quads, vocab.collection_graph(collection)))
         return report
@@ -151,15 +155,19 @@ class Ingester:
             chunk.facts = builder.triples(facts)
             report.unusable_lines += facts.skipped
             report.warnings += [f"page {chunk.page} chunk {chunk.index}: {error}" for error in facts.errors]
+        if extracted and all(len(facts.errors) == len(PROMPTS) for facts in extracted):
+            raise LLMFailed("every extraction call failed, so nothing was ingested; the first: "
+                            f"{extracted[0].errors[0]}")
         if report.unusable_lines:
             report.warnings.append(f"{report.unusable_lines} line(s) of the LLM's replies were unusable and skipped")
         return builder.new_labels()
 
-    def _same_title(self, title: str, collection: str) -> list[NamedNode]:
+    def _same_title(self, title: str, collection: str, this: NamedNode) -> list[NamedNode]:
         """Ingested documents (with a sha256) of ``collection`` titled ``title``: this one's earlier versions."""
         graph = vocab.source_graph(collection)
         return sorted((q.subject for q in self.store.quads(None, DC.title, Literal(title), graph)
-                       if next(self.store.quads(q.subject, TG.sha256, None, graph), None) is not None),
+                       if q.subject != this and next(self.store.quads(q.subject, TG.sha256, None, graph), None)
+                       is not None),
                       key=lambda node: node.value)
 
     def _document_quads(self, doc: NamedNode, digest: str, size: int, document: Document, chunks: list[_Chunk],
