@@ -43,6 +43,8 @@ def edge_lines(edge: dict) -> list[str]:
     lines = [f"      Edge: ({', '.join(edge['labels'])})"]
     if edge.get("reasoning"):
         lines.append(f"        Reason: {' '.join(edge['reasoning'].split())}")
+    if edge.get("selected_by"):
+        lines.append(f"        Chosen by: {CHOSEN_BY.get(edge['selected_by'], edge['selected_by'])}")
     if edge.get("sources"):
         lines.extend(f"        Source: {format_chain(chain)}" for chain in edge["sources"])
     else:
@@ -50,10 +52,17 @@ def edge_lines(edge: dict) -> list[str]:
     return lines
 
 
+CHOSEN_BY = {"model": "the model", "fallback": "the deterministic selector (fallback)"}
+NO_ANSWER_LINE = "    Outcome: no answer (the knowledge graph does not answer this question)"
+
+
 def selection_lines(trace: dict) -> list[str]:
     """The body of a ``[selection]`` block."""
     edges = trace.get("edges") or []
     lines = [f"    Selected {len(edges)} edge(s)"]
+    details = trace.get("selection_details") or {}
+    if details.get("fallbackReason"):
+        lines.append(f"    Fallback: {details['fallbackReason']}")
     for edge in edges:
         lines.extend(edge_lines(edge))
     return lines
@@ -73,6 +82,8 @@ def trace_lines(trace: dict) -> list[str]:
         lines += ["", f"[selection] {trace['selection']}", *selection_lines(trace)]
     if trace.get("answer"):
         lines += ["", f"[answer] {trace['answer']}"]
+        if trace.get("outcome") == "no-answer":
+            lines.append(NO_ANSWER_LINE)
         if trace.get("answer_text") is not None:
             lines += ["", trace["answer_text"].rstrip("\n")]
     return lines
@@ -104,6 +115,9 @@ class StreamDisplay:
                 self._show(message)
             if message.get("end_of_session"):
                 self._close_answer()
+                if self.fmt == "text" and message.get("outcome") == "no-answer":
+                    self.err.write(f"[outcome] no-answer\n{NO_ANSWER_LINE}\n")
+                    self.err.flush()
                 return
         self._close_answer()
         raise StreamError("the stream ended before the end of the session")

@@ -6,7 +6,9 @@ loaded into that collection (rebuilt on the next lookup) and rebuildable on dema
 scans the graph: it is two indexed sqlite queries.
 
 Lookup order: exact matches of the question's word n-grams against normalized labels, longest
-n-gram first (then leftmost), then FTS5 token matches ranked by bm25 to fill ``limit``. Terms used
+n-gram first (then leftmost), then FTS5 token matches ranked by bm25 to fill ``limit``; when nothing
+matches exactly, the semantic tier first: entities whose label vector (``server.rag.embeddings``,
+computed when the index is built and kept beside it) is closest to a question n-gram's. Terms used
 as predicates (relations) are not entities: they are never seeds. The index also keeps one display
 label per labelled term, which the retriever uses to label edges without a query to the store.
 """
@@ -19,13 +21,26 @@ from pyoxigraph import Literal, NamedNode
 
 from server import vocab
 from server.labels import label_preference
-from server.rag.text import RANKING_STOPWORDS, normalize, symbols, terms, words
+from server.rag.embeddings import LABEL_DIMENSIONS, embedder
+from server.rag.relations import mention_of, relation_matches
+from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, normalize, symbols, words
 from server.store import GraphStore
 
 MAX_NGRAM = 12  # the longest label, in words, that an exact n-gram match considers
 MAX_TOKENS = 64  # question words the ranked (FTS) stage searches for
 MAX_FOCUS = 8  # relations a question may name ("capital", "borders") that traversal reads first
+FOCUS_FLOOR = 0.35  # how strongly a question word must match a relation for it to be read first
+SEMANTIC_SEED = 0.65  # similarity of a question n-gram and an entity label for a semantic-tier seed
+SEMANTIC_LIMIT = 5  # semantic-tier seeds at most
+SEMANTIC_NGRAM = 3  # the longest question n-gram compared by meaning
 _BATCH = 500  # sqlite parameters per statement
+
+
+def _content_ngrams(question: str) -> list[str]:
+    """The question's n-grams of up to ``SEMANTIC_NGRAM`` words that neither start nor end with a stopword."""
+    found = WORD.findall(question)
+    return [" ".join(found[i:i + n]) for n in range(1, SEMANTIC_NGRAM + 1) for i in range(len(found) - n + 1)
+            if found[i].casefold() not in STOPWORDS and found[i + n - 1].casefold() not in STOPWORDS]
 
 
 def _ngrams(folded: list[str], longest: int) -> list[str]:
@@ -64,14 +79,29 @@ class _CollectionIndex:
         self.db.execute("CREATE INDEX entity_norm ON entity(norm)")
         self.longest = min(MAX_NGRAM, max((len(norm.split()) for _, norm in unique), default=0))
         self.size = len(unique)
-        relations = {term for term, _, relation in rows if relation}
-        self.relation_words = sorted((term, frozenset(terms(best[term].value))) for term in relations)
+        self.relations = sorted((term, best[term].value) for term in {term for term, _, relation in rows if relation})
+        # The semantic tier: one vector per distinct normalized entity label, computed here, at index time
+        self.norms = sorted({norm for _, norm in unique})
+        self.vectors = embedder().embed(self.norms, LABEL_DIMENSIONS)
 
-    def focus(self, question_words: set[str]) -> list[str]:
-        """Relations whose label shares content words with the question, best overlap first."""
-        scored = [(-len(question_words & words), len(words), term) for term, words in self.relation_words
-                  if question_words & words]
-        return [term for *_, term in sorted(scored)[:MAX_FOCUS]]
+    def focus(self, question: str) -> list[str]:
+        """Relations a question word asks for (``server.rag.relations``: by stem, or by meaning from
+        ``FOCUS_FLOOR``), strongest first."""
+        mentions = [mention_of(i, w) for i, w in enumerate(WORD.findall(question)) if w.casefold() not in STOPWORDS]
+        labels = sorted({label for _, label in self.relations})
+        strength = {label: max(found, default=0.0) for label, found in relation_matches(mentions, labels).items()}
+        scored = sorted((-strength[label], label, term) for term, label in self.relations
+                        if strength[label] >= FOCUS_FLOOR)
+        return [term for *_, term in scored[:MAX_FOCUS]]
+
+    def semantic(self, grams: list[str], limit: int) -> list[str]:
+        """Entities whose label is closest in meaning to one of ``grams`` (from ``SEMANTIC_SEED``), best first."""
+        if not grams or not self.norms or limit <= 0:
+            return []
+        similarity = (self.vectors @ embedder().embed(grams, LABEL_DIMENSIONS).T).max(axis=1)
+        best = [i for i in similarity.argsort()[::-1][:limit] if similarity[i] >= SEMANTIC_SEED]
+        return [term for term, _ in self._rows_in("SELECT term, norm FROM entity WHERE norm IN ({})",
+                                                  [self.norms[i] for i in best])][:limit]
 
     def _rows_in(self, sql: str, keys: list[str]) -> list[tuple[str, str]]:
         """The rows of ``sql`` (``{}``: its ``IN`` list) for every key, in batches under sqlite's parameter
@@ -159,8 +189,12 @@ class LabelIndex:
         return exact + ranked
 
     def lookup_tiers(self, question: str, collection: str, limit: int) -> tuple[list[NamedNode], list[NamedNode]]:
-        """The seeds of :meth:`lookup` in two tiers: exact n-gram matches, then bm25 matches filling
-        up to ``limit`` in all. Traversal spends its budget on the first tier first."""
+        """The seeds of :meth:`lookup` in two tiers: exact n-gram matches, then ranked matches filling
+        up to ``limit`` in all. Traversal spends its budget on the first tier first.
+
+        Ranked matches are bm25 token matches; when nothing matches exactly, the semantic tier (labels
+        closest in meaning to the question's n-grams, ``SEMANTIC_SEED``, at most ``SEMANTIC_LIMIT``)
+        comes first among them: a misspelled or translated name ("Portugual", "Deutschland")."""
         if limit <= 0:
             return [], []
         index = self._index(collection)
@@ -169,8 +203,10 @@ class LabelIndex:
         with index.lock:
             exact = list(dict.fromkeys(index.exact(_ngrams(folded, index.longest) + symbols(question))))[:limit]
             ranked: list[str] = []
-            if len(exact) < limit:
-                seen = set(exact)
+            if not exact:
+                ranked = list(dict.fromkeys(index.semantic(_content_ngrams(question), min(limit, SEMANTIC_LIMIT))))
+            if len(exact) + len(ranked) < limit:
+                seen = set(exact) | set(ranked)
                 # enough rows to fill the gap even if every exact match comes back again
                 for term in index.ranked(tokens, limit + len(exact)):
                     if term not in seen:
@@ -179,6 +215,7 @@ class LabelIndex:
         return [NamedNode(t) for t in exact], [NamedNode(t) for t in ranked[:limit - len(exact)]]
 
     def focus_relations(self, question: str, collection: str) -> list[NamedNode]:
-        """Relations the question names by a word of their label ("border" for ``borders``)."""
+        """Relations the question names by a word of their label or by meaning ("border" for
+        ``borders``, "acted" for ``starred actors``)."""
         index = self._index(collection)
-        return [NamedNode(term) for term in index.focus(terms(question))]
+        return [NamedNode(term) for term in index.focus(question)]
