@@ -180,7 +180,8 @@ class _Search:
                 continue
             node = path[-1].hop.node if path else anchor
             strengths = path[-1].strengths if path else (0.0,) * len(self.mentions)
-            for hop in reversed(self.links.get(node, [])):
+            children = []
+            for hop in self.links.get(node, []):
                 self.steps += 1
                 if hop.node in seen:
                     continue
@@ -193,8 +194,9 @@ class _Search:
                     continue
                 served = [i for i, (a, b) in enumerate(zip(strengths, found, strict=True)) if b > a]
                 step = _Step(hop, reached, back, self._distance(served, span))
-                stack.append(([*path, step], seen | {hop.node}))
-                yield stack[-1][0]
+                children.append(([*path, step], seen | {hop.node}))
+                yield children[-1][0]
+            stack.extend(reversed(children))  # depth first, in edge order
 
     def _distance(self, served: list[int], span: tuple[int, int] | None) -> int:
         if span is None or not served:
