@@ -10,8 +10,10 @@
    than the path did so far (by ``MIN_GAIN``), or walk the previous hop's relation back (a sibling:
    X -written by-> W <-written by- F). A path scores the best strength it reached for each mention,
    summed, plus ``CUE_BONUS`` when it walks a sibling and the question has a cue, less ``HOP_COST``
-   a step; among equal scores the one that follows the question's word order, then the shorter,
-   wins. The edges of every best path are chosen ("capital of the country that borders Portugal":
+   a step, less ``INVERSION_COST`` for each step that serves a word nearer the anchor than the
+   step before (a relation written further from the name comes later in the chain: "the
+   screenwriter of the films starred by X's actors" walks starred, then written); among equal
+   scores the shorter wins. The edges of every best path are chosen ("capital of the country that borders Portugal":
    borders, then capital), up to ``MAX_CHOSEN``.
 4. **No answer**: when no relation of an anchor's edges matches a mention by ``MIN_GAIN``, there is
    no path and nothing is chosen: the graph does not answer the question.
@@ -38,7 +40,8 @@ CUE_BONUS = 0.5  # for a path whose sibling step the question asks for ("same", 
 HOP_COST = 0.25  # taken off a path's score per step: a detour must match the question better than that
 MAX_CHOSEN = 60  # edges chosen at most
 MAX_STEPS = 200_000  # hops tried per question at most (hubs)
-ANCHOR_SIMILARITY = 0.7  # for an anchor found by meaning when no label is spelled out
+ANCHOR_SIMILARITY = 0.65  # for an anchor found by meaning when no label is spelled out
+INVERSION_COST = 0.5  # taken off a path's score per step that goes back toward the anchor in the question's words
 MAX_NGRAM = 8  # the longest label, in words, spelled out in a question
 CUES = frozenset("same share shares shared sharing together also co other both fellow".split())
 
@@ -116,7 +119,8 @@ def _similar_anchors(tokens: list[tuple[str, str]], edges: list[tuple[str, Edge]
     """Node labels closest in meaning to a word n-gram of the question (a misspelled or foreign name)."""
     grams = [" ".join(s for s, _ in tokens[i:i + n]) for n in (1, 2, 3) for i in range(len(tokens) - n + 1)
              if tokens[i][1] not in STOPWORDS and tokens[i + n - 1][1] not in STOPWORDS]
-    labels = sorted({label for _, (s, _, o) in edges for label in (s, o)})
+    spelled = {normalize(gram) for gram in grams}  # a label spelled out was no anchor: nor is it by meaning
+    labels = sorted({label for _, (s, _, o) in edges for label in (s, o) if normalize(label) not in spelled})
     if not grams or not labels:
         return []
     vectors = embedder().embed(grams + labels)
@@ -136,9 +140,8 @@ class _Step:
 class _Search:
     """Depth-first over paths from each anchor, keeping the best key and the edges of its paths.
 
-    A path's key: its score, then how well its steps follow the question's word order away from
-    the anchor (a relation written further from the name comes later in the chain: "the
-    screenwriter of the films starred by X's actors" walks starred, then written), then fewer steps.
+    A path's key: its score less its inversions of the question's word order, then fewer inversions,
+    then fewer steps.
     """
 
     def __init__(self, edges: list[tuple[str, Edge]], matches: dict[str, list[float]], mentions: list[Mention],
@@ -162,7 +165,7 @@ class _Search:
             score = sum(path[-1].strengths) + (CUE_BONUS if sibling and self.cue else 0.0) - HOP_COST * len(path)
             distances = [step.distance for step in path if step.distance >= 0]
             inversions = sum(a > b for a, b in zip(distances, distances[1:], strict=False))
-            key = (round(score, 6), -inversions, -len(path))
+            key = (round(score - INVERSION_COST * inversions, 6), -inversions, -len(path))
             if key > self.best_key:
                 self.best_key, self.best = key, {}
             if key == self.best_key:
