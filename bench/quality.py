@@ -30,6 +30,7 @@ from bench import metaqa_load
 from bench.bench_retrieval import _table
 from server.config import PROJECT_ROOT, SAMPLE_DATA, Config
 from server.ingest.load import build_store
+from server.rag.choice import choose_edges
 from server.rag.pipeline import GraphRag, make_graph_rag
 from server.rag.retrieval import RetrievalLimits, Retriever
 from server.store import GraphStore
@@ -56,7 +57,6 @@ def recall_row(rag: GraphRag, hops: int, sample: list[tuple[str, list[str]]]) ->
         gold = {a.casefold() for a in answers}
         graph = rag.retriever.get_labelgraph(question, metaqa_load.COLLECTION, limits)
         labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
-        from server.rag.choice import choose_edges  # the pipeline's own selection stage
         edges = [labeled[i] for i, _, _ in choose_edges(rag.llm, question, labeled).edges]
         answer = "".join(m.response for m in rag.run(question, metaqa_load.COLLECTION, explainable=False,
                                                       limits=limits)).casefold()
