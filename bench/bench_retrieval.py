@@ -68,10 +68,10 @@ class TimedLLM:
     def __init__(self, llm: LLM) -> None:
         self.llm, self.model, self.seconds = llm, llm.model, 0.0
 
-    def select(self, question: str, edges: list) -> str:
+    def select(self, question: str, edges: list, aliases: dict | None = None) -> str:
         started = time.perf_counter()
         try:
-            return self.llm.select(question, edges)
+            return self.llm.select(question, edges, aliases)
         finally:
             self.seconds += time.perf_counter() - started
 

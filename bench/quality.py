@@ -57,7 +57,7 @@ def recall_row(rag: GraphRag, hops: int, sample: list[tuple[str, list[str]]]) ->
         gold = {a.casefold() for a in answers}
         graph = rag.retriever.get_labelgraph(question, metaqa_load.COLLECTION, limits)
         labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
-        edges = [labeled[i] for i, _, _ in choose_edges(rag.llm, question, labeled).edges]
+        edges = [labeled[i] for i, _, _ in choose_edges(rag.llm, question, labeled, graph.relation_aliases).edges]
         answer = "".join(m.response for m in rag.run(question, metaqa_load.COLLECTION, explainable=False,
                                                       limits=limits)).casefold()
         hits = (any(s.casefold() in gold or o.casefold() in gold for s, _, o in graph.labeled_edges),

@@ -31,7 +31,7 @@ import numpy as np
 
 from server.rag.embeddings import embedder
 from server.rag.llm import Edge
-from server.rag.relations import Mention, mention_of, relation_matches
+from server.rag.relations import Aliases, Mention, alias_words, mention_of, relation_matches
 from server.rag.text import STOPWORDS, WORD, fold, normalize
 
 MAX_HOPS = 4  # the longest path followed (the retrieval's max_path_length is at most 4)
@@ -66,17 +66,19 @@ class ChainChoice:
     mentions: list[str] = field(default_factory=list)
 
 
-def choose(question: str, edges: list[tuple[str, Edge]]) -> ChainChoice:
-    """The deterministic selection for ``question`` among labelled ``edges`` (see the module doc)."""
+def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None = None) -> ChainChoice:
+    """The deterministic selection for ``question`` among labelled ``edges`` (see the module doc);
+    ``aliases``: the relations' other names."""
     tokens = [(m.group(), fold(m.group())) for m in WORD.finditer(unicodedata.normalize("NFC", question))]
     spans = _anchor_spans(tokens, {label for _, (s, _, o) in edges for label in (s, o)})
     anchors = list(dict.fromkeys(label for _, _, label in spans)) or _similar_anchors(tokens, edges)
     # A name the question writes in lower case may be a relation word too ("who stars in X": the tag "Star!")
     claimed = {i for start, end, _ in spans for i in range(start, end) if tokens[i][0] != tokens[i][1]}
     cue = any(folded in CUES for _, folded in tokens)
-    mentions = [mention_of(i, surface) for i, (surface, folded) in enumerate(tokens)
-                if i not in claimed and folded not in STOPWORDS and folded not in CUES and not folded.isdigit()]
-    matches = relation_matches(mentions, sorted({p for _, (_, p, _) in edges}))
+    asked = alias_words(aliases or {})
+    mentions = [mention_of(i, surface) for i, (surface, folded) in enumerate(tokens) if i not in claimed
+                and (folded not in STOPWORDS or folded in asked) and folded not in CUES and not folded.isdigit()]
+    matches = relation_matches(mentions, sorted({p for _, (_, p, _) in edges}), aliases)
     search = _Search(edges, matches, mentions, cue)
     where = {label: (start, end) for start, end, label in reversed(spans)}
     for anchor in anchors:
@@ -89,22 +91,22 @@ def choose(question: str, edges: list[tuple[str, Edge]]) -> ChainChoice:
 
 def _anchor_spans(tokens: list[tuple[str, str]], labels: set[str]) -> list[tuple[int, int, str]]:
     """``(start, end, label)`` of node labels spelled out by the question, longest first, not overlapping."""
-    by_norm: dict[str, str] = {}
+    by_norm: dict[str, list[str]] = {}  # labels differing in case only ("Knights", "knights") are all anchors
     for label in sorted(labels):
-        by_norm.setdefault(normalize(label), label)
+        by_norm.setdefault(normalize(label), []).append(label)
     folded = [f for _, f in tokens]
     taken: set[int] = set()
     spans = []
     for size in range(min(MAX_NGRAM, len(folded)), 0, -1):
         for start in range(len(folded) - size + 1):
             end = start + size
-            label = by_norm.get(" ".join(folded[start:end]))
-            if label is None or taken & set(range(start, end)) or all(f in STOPWORDS for f in folded[start:end]):
+            found = by_norm.get(" ".join(folded[start:end]))
+            if found is None or taken & set(range(start, end)) or all(f in STOPWORDS for f in folded[start:end]):
                 continue
             if _inside_unknown_name(tokens, start, end, taken):
                 continue
             taken.update(range(start, end))
-            spans.append((start, end, label))
+            spans += [(start, end, label) for label in found]
     return spans
 
 

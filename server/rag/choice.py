@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from server.rag import chains
 from server.rag.llm import LLM, MAX_SELECTED_EDGES, ContextTooLong, Edge, LLMError, render_prompt
+from server.rag.relations import Aliases
 from server.rag.selection import parse_selection
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,14 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text.encode()) // CHARS_PER_TOKEN)
 
 
-def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge]) -> Choice:
-    """The selection for ``question`` among the retrieved ``labeled`` edges (edge id -> labels)."""
+def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Aliases | None = None) -> Choice:
+    """The selection for ``question`` among the retrieved ``labeled`` edges (edge id -> labels);
+    ``aliases``: the other names of their relations."""
     if not labeled:
         return Choice([], MODEL, context_tokens=llm.context_tokens)
-    deterministic = chains.choose(question, list(labeled.items()))
-    batches, trimmed = _batches(question, [(i, labeled[i]) for i in deterministic.ranking], llm.context_tokens)
+    deterministic = chains.choose(question, list(labeled.items()), aliases)
+    batches, trimmed = _batches(question, [(i, labeled[i]) for i in deterministic.ranking], llm.context_tokens,
+                                aliases or {})
     choice = Choice([], MODEL, trimmed=trimmed, context_tokens=llm.context_tokens)
     picked: dict[str, str] = {}
     failures: list[str] = []
@@ -73,10 +76,11 @@ def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge]) -> Choice:
     queue = list(batches)
     while queue and choice.batches < MAX_BATCHES * 2:
         batch = queue.pop(0)
-        prompt = render_prompt("select", question=question, edges=batch, max_edges=MAX_SELECTED_EDGES)
+        prompt = render_prompt("select", question=question, edges=batch, max_edges=MAX_SELECTED_EDGES,
+                               aliases=aliases or {})
         choice.batches += 1
         try:
-            reply = llm.select(question, batch)
+            reply = llm.select(question, batch, aliases)
         except ContextTooLong as exc:
             if len(batch) >= 2 * MIN_BATCH:
                 half = len(batch) // 2
@@ -111,14 +115,14 @@ def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge]) -> Choice:
     return choice
 
 
-def _batches(question: str, ranked: list[tuple[str, Edge]],
-             context: int | None) -> tuple[list[list[tuple[str, Edge]]], int]:
+def _batches(question: str, ranked: list[tuple[str, Edge]], context: int | None,
+             aliases: Aliases) -> tuple[list[list[tuple[str, Edge]]], int]:
     """``ranked`` edges cut into prompts that fit ``context`` (all in one without a limit), and how
     many were trimmed past ``MAX_BATCHES``."""
     if context is None:
         return [ranked], 0
     budget = context - REPLY_TOKENS - estimate_tokens(render_prompt("select", question=question, edges=[],
-                                                                    max_edges=MAX_SELECTED_EDGES))
+                                                                    max_edges=MAX_SELECTED_EDGES, aliases=aliases))
     batches: list[list[tuple[str, Edge]]] = []
     used = 0
     for item in ranked:

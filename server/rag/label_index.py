@@ -22,7 +22,7 @@ from pyoxigraph import Literal, NamedNode
 from server import vocab
 from server.labels import label_preference
 from server.rag.embeddings import LABEL_DIMENSIONS, embedder
-from server.rag.relations import mention_of, relation_matches
+from server.rag.relations import alias_words, mention_of, relation_matches
 from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, normalize, symbols, words
 from server.store import GraphStore
 
@@ -59,7 +59,7 @@ class _CollectionIndex:
     included) for showing edges.
     """
 
-    def __init__(self, rows: list[tuple[str, Literal, bool]]) -> None:
+    def __init__(self, rows: list[tuple[str, Literal, bool]], aliases: list[tuple[str, str]] = ()) -> None:
         self.db = sqlite3.connect(":memory:", check_same_thread=False)
         self.lock = threading.Lock()
         self.db.execute("CREATE TABLE entity(term TEXT NOT NULL, norm TEXT NOT NULL)")
@@ -80,6 +80,11 @@ class _CollectionIndex:
         self.longest = min(MAX_NGRAM, max((len(norm.split()) for _, norm in unique), default=0))
         self.size = len(unique)
         self.relations = sorted((term, best[term].value) for term in {term for term, _, relation in rows if relation})
+        names = dict(self.relations)
+        self.aliases: dict[str, tuple[str, ...]] = {}  # relation label -> its skos:altLabels
+        for term, alias in sorted(set(aliases)):
+            if term in names:
+                self.aliases[names[term]] = (*self.aliases.get(names[term], ()), alias)
         # The semantic tier: one vector per distinct normalized entity label, computed here, at index time
         self.norms = sorted({norm for _, norm in unique})
         self.vectors = embedder().embed(self.norms, LABEL_DIMENSIONS)
@@ -87,9 +92,12 @@ class _CollectionIndex:
     def focus(self, question: str) -> list[str]:
         """Relations a question word asks for (``server.rag.relations``: by stem, or by meaning from
         ``FOCUS_FLOOR``), strongest first."""
-        mentions = [mention_of(i, w) for i, w in enumerate(WORD.findall(question)) if w.casefold() not in STOPWORDS]
+        asked = alias_words(self.aliases)
+        mentions = [mention_of(i, w) for i, w in enumerate(WORD.findall(question))
+                    if w.casefold() not in STOPWORDS or w.casefold() in asked]
         labels = sorted({label for _, label in self.relations})
-        strength = {label: max(found, default=0.0) for label, found in relation_matches(mentions, labels).items()}
+        found = relation_matches(mentions, labels, self.aliases)
+        strength = {label: max(found[label], default=0.0) for label in labels}
         scored = sorted((-strength[label], label, term) for term, label in self.relations
                         if strength[label] >= FOCUS_FLOOR)
         return [term for *_, term in scored[:MAX_FOCUS]]
@@ -170,7 +178,10 @@ class LabelIndex:
             solutions = self.store.query("rag_label_index", bindings={"g": vocab.collection_graph(collection)})
             rows = [(row["s"].value, row["label"], row["relation"].value == "true") for row in solutions
                     if isinstance(row["s"], NamedNode) and isinstance(row["label"], Literal)]
-            index = _CollectionIndex(rows)
+            aliases = [(row["p"].value, row["alias"].value) for row in self.store.query(
+                "rag_relation_aliases", bindings={"g": vocab.collection_graph(collection)})
+                if isinstance(row["p"], NamedNode) and isinstance(row["alias"], Literal)]
+            index = _CollectionIndex(rows, aliases)
             with self._lock:
                 if self._generation.get(collection, 0) == generation:  # no load happened meanwhile
                     self._indexes[collection] = index
@@ -213,6 +224,10 @@ class LabelIndex:
                         seen.add(term)
                         ranked.append(term)
         return [NamedNode(t) for t in exact], [NamedNode(t) for t in ranked[:limit - len(exact)]]
+
+    def relation_aliases(self, collection: str) -> dict[str, tuple[str, ...]]:
+        """The other names (``skos:altLabel``) of the collection's relations, by relation label."""
+        return self._index(collection).aliases
 
     def focus_relations(self, question: str, collection: str) -> list[NamedNode]:
         """Relations the question names by a word of their label or by meaning ("border" for

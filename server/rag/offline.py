@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from server.rag import chains
 from server.rag.llm import NO_ANSWER, Edge
+from server.rag.relations import Aliases
 from server.rag.text import lemma
 
 PIECE_WORDS = 4  # words per streamed piece of the answer
@@ -25,10 +26,10 @@ class OfflineLLM:
     model = "offline"
     context_tokens = None  # no model: every retrieved edge is read
 
-    def select(self, question: str, edges: list[tuple[str, Edge]]) -> str:
+    def select(self, question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None = None) -> str:
         """The chosen edges as JSONL; nothing when the graph does not answer the question."""
         return "\n".join(json.dumps({"id": edge_id, "reasoning": reasoning}, ensure_ascii=False)
-                         for edge_id, reasoning in chains.choose(question, edges).chosen)
+                         for edge_id, reasoning in chains.choose(question, edges, aliases).chosen)
 
     def answer(self, question: str, edges: list[Edge]) -> Iterator[str]:
         text = extractive_answer(edges)

@@ -1,7 +1,7 @@
 """The ``openai`` provider: any OpenAI-compatible chat-completions endpoint through the openai client."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import openai
 
@@ -36,8 +36,10 @@ class OpenAILLM:
         )
         self._where = str(self._client.base_url).rstrip("/")
 
-    def select(self, question: str, edges: list[tuple[str, Edge]]) -> str:
-        prompt = render_prompt("select", question=question, edges=edges, max_edges=MAX_SELECTED_EDGES)
+    def select(self, question: str, edges: list[tuple[str, Edge]],
+               aliases: Mapping[str, tuple[str, ...]] | None = None) -> str:
+        prompt = render_prompt("select", question=question, edges=edges, max_edges=MAX_SELECTED_EDGES,
+                               aliases=aliases or {})
         try:
             completion = self._client.chat.completions.create(
                 model=self.model, messages=[{"role": "user", "content": prompt}], temperature=0

@@ -75,7 +75,7 @@ class GraphRag:
             yield self._explain(recorder.retrieval(len(graph.uri_map)))
         progress.stage = "selection"
         labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
-        choice = choose_edges(self.llm, question, labeled)
+        choice = choose_edges(self.llm, question, labeled, graph.relation_aliases)
         if recorder:
             yield self._explain(recorder.selection(
                 [(Triple(*graph.uri_map[edge_id]), reasoning, by) for edge_id, reasoning, by in choice.edges],

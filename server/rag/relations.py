@@ -7,21 +7,29 @@ compound's "writer"), and semantically otherwise: the cosine of the word's vecto
 (or one of the label's words'), counted from ``SEMANTIC_FLOOR`` ("wrote" ~ "written by" 0.71,
 "money" ~ "currency" 0.43; "film" ~ "starred actors" 0.34 is noise that the path scores of
 ``server.rag.chains`` outweigh).
+
+A relation's other names (``skos:altLabel`` in the graph, ``Aliases``: relation label -> names)
+are matched like its label: "what kind of film is X" asks for ``has genre`` when the vocabulary
+says that a genre is also a "kind". A one-word alias that is a stopword ("about") makes that word a
+mention (``alias_words``).
 """
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from server.rag.embeddings import embedder
-from server.rag.text import lemma, term_words
+from server.rag.text import WORD, fold, lemma, term_words
 
 SEMANTIC_FLOOR = 0.3  # below it a similarity counts as no match
 STEM = 4  # letters two words must share from their start to match by stem ("writ"er ~ "writ"ten)
 _CACHE_SIZE = 20_000  # text -> vector entries kept across questions (relation labels repeat)
+
+Aliases = Mapping[str, tuple[str, ...]]  # relation label -> its other names (skos:altLabel)
 
 
 @dataclass(frozen=True)
@@ -78,27 +86,46 @@ class _Vectors:
 _VECTORS = _Vectors()
 
 
-def relation_matches(mentions: list[Mention], relations: list[str]) -> dict[str, list[float]]:
-    """For each relation label, one strength per mention (0 when it does not match)."""
-    words = {relation: list(term_words(relation)) for relation in relations}
+def relation_matches(mentions: list[Mention], relations: list[str],
+                     aliases: Aliases | None = None) -> dict[str, list[float]]:
+    """For each relation label, one strength per mention (0 when it does not match), against the
+    label and the relation's ``aliases``."""
+    names = {relation: _names(relation, (aliases or {}).get(relation, ())) for relation in relations}
     texts = [m.word.casefold() for m in mentions]
-    for relation, lemmas in words.items():
-        texts.append(" ".join(lemmas) or relation.casefold())
-        texts.extend(lemmas)
+    for _, phrases in names.values():
+        texts.extend(phrases)
     vectors = _VECTORS.get(texts) if mentions and relations else {}
     result: dict[str, list[float]] = {}
-    for relation, lemmas in words.items():
+    for relation, (lemmas, phrases) in names.items():
         strengths = []
         for mention in mentions:
             if any(stem_match(mention.lemma, other) for other in lemmas):
                 strengths.append(1.0)
                 continue
             own = vectors[mention.word.casefold()]
-            names = [" ".join(lemmas) or relation.casefold(), *lemmas]
-            similarity = max(float(own @ vectors[name]) for name in names)
+            similarity = max(float(own @ vectors[phrase]) for phrase in phrases)
             strengths.append(round(similarity, 3) if similarity >= SEMANTIC_FLOOR else 0.0)
         result[relation] = strengths
     return result
+
+
+def _names(relation: str, aliases: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The lemmas a mention matches lexically (the content words of the label and aliases, and each
+    one-word alias), and the texts it is compared to by meaning (each name whole, and its words)."""
+    lemmas: list[str] = []
+    phrases: list[str] = []
+    for name in (relation, *aliases):
+        content = list(term_words(name))
+        lemmas += content
+        lemmas += [lemma(name)] if len(WORD.findall(name)) == 1 and not content else []
+        phrases += [" ".join(content) or name.casefold(), *content]
+    return list(dict.fromkeys(lemmas)), list(dict.fromkeys(phrases))
+
+
+def alias_words(aliases: Aliases) -> frozenset[str]:
+    """The one-word aliases, folded: question words that ask for a relation even when they are
+    stopwords ("about")."""
+    return frozenset(fold(alias) for names in aliases.values() for alias in names if len(WORD.findall(alias)) == 1)
 
 
 def mention_of(position: int, word: str) -> Mention:

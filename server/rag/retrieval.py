@@ -28,7 +28,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pyoxigraph import NamedNode
@@ -73,6 +73,7 @@ class LabelGraph:
     uri_map: dict[str, tuple[Term, Term, Term]]  # edge id -> original terms (literals keep datatype/lang)
     seeds: list[NamedNode]
     sparql_executions: int
+    relation_aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # of the edges' relations
 
     @property
     def edge_ids(self) -> list[str]:
@@ -211,5 +212,7 @@ class Retriever:
                 candidate = f"{base}-{suffix}"
             uri_map[candidate] = edge
             labeled.append(names)
+        aliases = self.index.relation_aliases(collection)
+        used = {p: aliases[p] for _, p, _ in labeled if p in aliases}
         return LabelGraph(labeled_edges=labeled, uri_map=uri_map, seeds=exact + ranked,
-                          sparql_executions=executions)
+                          sparql_executions=executions, relation_aliases=used)
