@@ -2,7 +2,9 @@
 
 1. **Anchors**: nodes whose label the question spells out (longest word n-grams first); a name
    inside a longer capitalized phrase the graph does not know is no anchor ("World" in "the 1998
-   World Cup"). With no such node, the labels most similar in meaning to the question's n-grams.
+   World Cup"), nor a weak name (``relations.weak_name``: relation words such as the tag "director",
+   a capitalized label written in lower case) when the question names another node. With no such
+   node, the labels most similar in meaning to the question's n-grams.
 2. **Mentions**: the other content words; each matches relations lexically or semantically
    (``server.rag.relations``). "same", "share", "also", "together", "co-" are *cues* that a
    relation is walked there and back ("films with the same screenwriter as X").
@@ -31,7 +33,15 @@ import numpy as np
 
 from server.rag.embeddings import embedder
 from server.rag.llm import Edge
-from server.rag.relations import Aliases, Mention, alias_words, mention_of, relation_matches
+from server.rag.relations import (
+    Aliases,
+    Mention,
+    alias_words,
+    mention_of,
+    relation_lemmas,
+    relation_matches,
+    weak_name,
+)
 from server.rag.text import STOPWORDS, WORD, fold, normalize
 
 MAX_HOPS = 4  # the longest path followed (the retrieval's max_path_length is at most 4)
@@ -70,7 +80,11 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     """The deterministic selection for ``question`` among labelled ``edges`` (see the module doc);
     ``aliases``: the relations' other names."""
     tokens = [(m.group(), fold(m.group())) for m in WORD.finditer(unicodedata.normalize("NFC", question))]
+    relations = sorted({p for _, (_, p, _) in edges})
     spans = _anchor_spans(tokens, {label for _, (s, _, o) in edges for label in (s, o)})
+    lemmas = relation_lemmas(relations, aliases)
+    strong = [span for span in spans if not weak_name(_surface(tokens, span), span[2], lemmas)]
+    spans = strong or spans  # a weak name is an anchor only when the question names no other
     anchors = list(dict.fromkeys(label for _, _, label in spans)) or _similar_anchors(tokens, edges)
     # A name the question writes in lower case may be a relation word too ("who stars in X": the tag "Star!")
     claimed = {i for start, end, _ in spans for i in range(start, end) if tokens[i][0] != tokens[i][1]}
@@ -78,7 +92,7 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     asked = alias_words(aliases or {})
     mentions = [mention_of(i, surface) for i, (surface, folded) in enumerate(tokens) if i not in claimed
                 and (folded not in STOPWORDS or folded in asked) and folded not in CUES and not folded.isdigit()]
-    matches = relation_matches(mentions, sorted({p for _, (_, p, _) in edges}), aliases)
+    matches = relation_matches(mentions, relations, aliases)
     search = _Search(edges, matches, mentions, cue)
     where = {label: (start, end) for start, end, label in reversed(spans)}
     for anchor in anchors:
@@ -108,6 +122,10 @@ def _anchor_spans(tokens: list[tuple[str, str]], labels: set[str]) -> list[tuple
             taken.update(range(start, end))
             spans += [(start, end, label) for label in found]
     return spans
+
+
+def _surface(tokens: list[tuple[str, str]], span: tuple[int, int, str]) -> str:
+    return " ".join(surface for surface, _ in tokens[span[0]:span[1]])
 
 
 def _inside_unknown_name(tokens: list[tuple[str, str]], start: int, end: int, taken: set[int]) -> bool:

@@ -22,7 +22,7 @@ from pyoxigraph import Literal, NamedNode
 from server import vocab
 from server.labels import label_preference
 from server.rag.embeddings import LABEL_DIMENSIONS, embedder
-from server.rag.relations import alias_words, mention_of, relation_matches
+from server.rag.relations import alias_words, mention_of, relation_lemmas, relation_matches, weak_name
 from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, normalize, symbols, words
 from server.store import GraphStore
 
@@ -120,6 +120,27 @@ class _CollectionIndex:
             rows += self.db.execute(sql.format(",".join("?" * len(batch))), batch).fetchall()
         return rows
 
+    def weak(self, question: str, terms: list[str]) -> list[str]:
+        """Those of ``terms`` (exact matches) that the question names only weakly: inside a longer name
+        it spells out ("death" in "Murder by Death"), or by words that more likely ask for something
+        else (``relations.weak_name``: "director" for a tag, "fall" for the film "Fall")."""
+        found = WORD.findall(question)
+        labels = self.display(terms)
+        by_norm: dict[str, list[str]] = {}
+        for term, norm in self._rows_in("SELECT term, norm FROM entity WHERE term IN ({})", terms):
+            by_norm.setdefault(norm, []).append(term)
+        lemmas = relation_lemmas([label for _, label in self.relations], self.aliases)
+        taken: set[int] = set()
+        strong: set[str] = set()
+        for size in range(min(self.longest, len(found)), 0, -1):
+            for start in range(len(found) - size + 1):
+                surface = " ".join(found[start:start + size])
+                named = [t for t in by_norm.get(normalize(surface), []) if not weak_name(surface, labels[t], lemmas)]
+                if named and not taken & set(range(start, start + size)):
+                    taken.update(range(start, start + size))
+                    strong.update(named)
+        return [term for term in terms if term not in strong and term in labels]
+
     def exact(self, grams: list[str]) -> list[str]:
         order = {gram: rank for rank, gram in enumerate(dict.fromkeys(grams))}
         found = self._rows_in("SELECT norm, term FROM entity WHERE norm IN ({})", list(order))
@@ -203,7 +224,9 @@ class LabelIndex:
         """The seeds of :meth:`lookup` in two tiers: exact n-gram matches, then ranked matches filling
         up to ``limit`` in all. Traversal spends its budget on the first tier first.
 
-        Ranked matches are bm25 token matches; when nothing matches exactly, the semantic tier (labels
+        Exact matches that the question names weakly (``relations.weak_name``: "director" for a tag)
+        move to the ranked tier when another one is named strongly. Ranked matches are bm25 token
+        matches; when nothing matches exactly, the semantic tier (labels
         closest in meaning to the question's n-grams, ``SEMANTIC_SEED``, at most ``SEMANTIC_LIMIT``)
         comes first among them: a misspelled or translated name ("Portugual", "Deutschland")."""
         if limit <= 0:
@@ -212,9 +235,11 @@ class LabelIndex:
         folded = words(question)
         tokens = list(dict.fromkeys(w for w in folded if w not in RANKING_STOPWORDS))
         with index.lock:
-            exact = list(dict.fromkeys(index.exact(_ngrams(folded, index.longest) + symbols(question))))[:limit]
-            ranked: list[str] = []
-            if not exact:
+            named = list(dict.fromkeys(index.exact(_ngrams(folded, index.longest) + symbols(question))))
+            weak = index.weak(question, named)
+            exact = [term for term in named if term not in weak][:limit] or named[:limit]
+            ranked = [term for term in weak if term not in exact][:limit - len(exact)]  # after the others
+            if not named:
                 ranked = list(dict.fromkeys(index.semantic(_content_ngrams(question), min(limit, SEMANTIC_LIMIT))))
             if len(exact) + len(ranked) < limit:
                 seen = set(exact) | set(ranked)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from server.rag.embeddings import embedder
-from server.rag.text import WORD, fold, lemma, term_words
+from server.rag.text import STOPWORDS, WORD, fold, lemma, term_words
 
 SEMANTIC_FLOOR = 0.3  # below it a similarity counts as no match
 STEM = 4  # letters two words must share from their start to match by stem ("writ"er ~ "writ"ten)
@@ -130,3 +130,19 @@ def alias_words(aliases: Aliases) -> frozenset[str]:
 
 def mention_of(position: int, word: str) -> Mention:
     return Mention(position, word, lemma(word))
+
+
+def relation_lemmas(relations: list[str], aliases: Aliases | None = None) -> frozenset[str]:
+    """Every lemma a question word matches relations by lexically (labels and aliases)."""
+    return frozenset(w for relation in relations for w in _names(relation, (aliases or {}).get(relation, ()))[0])
+
+
+def weak_name(surface: str, label: str, lemmas: frozenset[str]) -> bool:
+    """Whether the question's words ``surface``, spelling out the node ``label``, more likely ask for
+    something else than name that node: only stopwords ("What?"), only relation words ("director",
+    "actors": a tag of those words), or written in lower case for a capitalized label ("fall" for the
+    film "Fall"). Such a node is an anchor or a seed only after the others."""
+    content = [lemma(w) for w in WORD.findall(surface) if fold(w) not in STOPWORDS]
+    if not content or all(any(stem_match(w, other) for other in lemmas) for w in content):
+        return True
+    return not any(c.isupper() for c in surface) and any(c.isupper() for c in label)
