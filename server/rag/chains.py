@@ -18,7 +18,11 @@
    scores the shorter wins. The edges of every best path are chosen ("capital of the country that borders Portugal":
    borders, then capital), up to ``MAX_CHOSEN``.
 4. **No answer**: when no relation of an anchor's edges matches a mention by ``MIN_GAIN``, there is
-   no path and nothing is chosen: the graph does not answer the question.
+   no path and nothing is chosen: the graph does not answer the question. Nor does it when the best
+   paths match no more than ``MIN_COVERAGE`` of the question's words outside the names it spells out
+   and the kind of answer it asks for (the word after "which" or "what": "which person wrote X")
+   ("what do people eat for breakfast in Mexico": "people" ~ ``population``, but not "eat" or
+   "breakfast").
 
 ``rank`` orders every edge for a model whose context cannot take them all: the chosen ones,
 then by how strongly their relation matches a mention, then those touching an anchor.
@@ -53,6 +57,7 @@ MAX_STEPS = 200_000  # hops tried per question at most (hubs)
 ANCHOR_SIMILARITY = 0.65  # for an anchor found by meaning when no label is spelled out
 INVERSION_COST = 0.5  # taken off a path's score per step that goes back toward the anchor in the question's words
 MAX_NGRAM = 8  # the longest label, in words, spelled out in a question
+MIN_COVERAGE = 1 / 3  # the best paths must match more than this share of the question's words besides its names
 CUES = frozenset("same share shares shared sharing together also co other both fellow".split())
 
 
@@ -84,7 +89,7 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     spans = _anchor_spans(tokens, {label for _, (s, _, o) in edges for label in (s, o)})
     lemmas = relation_lemmas(relations, aliases)
     strong = [span for span in spans if not weak_name(_surface(tokens, span), span[2], lemmas)]
-    spans = strong or spans  # a weak name is an anchor only when the question names no other
+    spans_found, spans = spans, strong or spans  # a weak name is an anchor only when the question names no other
     anchors = list(dict.fromkeys(label for _, _, label in spans)) or _similar_anchors(tokens, edges)
     # A name the question writes in lower case may be a relation word too ("who stars in X": the tag "Star!")
     claimed = {i for start, end, _ in spans for i in range(start, end) if tokens[i][0] != tokens[i][1]}
@@ -97,7 +102,10 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     where = {label: (start, end) for start, end, label in reversed(spans)}
     for anchor in anchors:
         search.walk(anchor, where.get(anchor))
-    chosen = list(search.best)
+    inside = {i for start, end, _ in spans_found for i in range(start, end)}  # names, and
+    inside |= {i for i in range(1, len(tokens)) if tokens[i - 1][1] in ("which", "what")}  # the answer's kind
+    asked = sum(m.position not in inside for m in mentions)  # the question's other words
+    chosen = list(search.best) if search.served > asked * MIN_COVERAGE else []
     reasons = [(edges[i][0], _reason(edges[i][1], search.best[i], mentions, matches)) for i in chosen]
     return ChainChoice(chosen=reasons, ranking=_rank(edges, chosen, matches, set(anchors)),
                        score=max(search.best_score, 0.0), anchors=anchors, mentions=[m.word for m in mentions])
@@ -174,6 +182,7 @@ class _Search:
         self.best_key: tuple[float, int, int] = (0.0, 0, 0)
         self.best: dict[int, tuple[str, int, bool]] = {}  # edges of the best paths -> (anchor, step, sibling)
         self.steps = 0
+        self.served = 0  # mentions the best paths match, at most
 
     @property
     def best_score(self) -> float:
@@ -187,8 +196,9 @@ class _Search:
             inversions = sum(a > b for a, b in zip(distances, distances[1:], strict=False))
             key = (round(score - INVERSION_COST * inversions, 6), -inversions, -len(path))
             if key > self.best_key:
-                self.best_key, self.best = key, {}
+                self.best_key, self.best, self.served = key, {}, 0
             if key == self.best_key:
+                self.served = max(self.served, sum(strength > 0 for strength in path[-1].strengths))
                 for number, step in enumerate(path, 1):
                     if len(self.best) < MAX_CHOSEN:
                         self.best.setdefault(step.hop.edge, (anchor, number, step.back))

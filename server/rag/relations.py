@@ -26,6 +26,7 @@ from server.rag.embeddings import embedder
 from server.rag.text import STOPWORDS, WORD, fold, lemma, term_words
 
 SEMANTIC_FLOOR = 0.3  # below it a similarity counts as no match
+STEM_AGREEMENT = 0.3  # similarity that confirms a match by stem ("acted" ~ "actor" 0.43, "popular" ~ "population" 0.11)
 STEM = 4  # letters two words must share from their start to match by stem ("writ"er ~ "writ"ten)
 _CACHE_SIZE = 20_000  # text -> vector entries kept across questions (relation labels repeat)
 
@@ -99,14 +100,20 @@ def relation_matches(mentions: list[Mention], relations: list[str],
     for relation, (lemmas, phrases) in names.items():
         strengths = []
         for mention in mentions:
-            if any(stem_match(mention.lemma, other) for other in lemmas):
+            own = vectors[mention.word.casefold()]
+            if any(stem_match(mention.lemma, other) and (mention.lemma == other or _agree(own, other))
+                   for other in lemmas):
                 strengths.append(1.0)
                 continue
-            own = vectors[mention.word.casefold()]
             similarity = max(float(own @ vectors[phrase]) for phrase in phrases)
             strengths.append(round(similarity, 3) if similarity >= SEMANTIC_FLOOR else 0.0)
         result[relation] = strengths
     return result
+
+
+def _agree(vector: np.ndarray, other: str) -> bool:
+    """A stem match that the meanings confirm: "popular" shares "popul" with "population", not its sense."""
+    return float(vector @ _VECTORS.get([other])[other]) >= STEM_AGREEMENT
 
 
 def _names(relation: str, aliases: tuple[str, ...]) -> tuple[list[str], list[str]]:
