@@ -91,7 +91,7 @@ def test_a_model_that_selects_nothing_is_a_no_answer(france_store: GraphStore, s
 
 def test_prompts_fit_the_configured_context_in_ranked_batches(sample_store: GraphStore,
                                                               scripted_llm: ScriptedLLM) -> None:
-    context = 2048
+    context = 1800
     for _ in range(4):
         scripted_llm.reply(json.dumps({"id": CAPITAL_ID, "reasoning": "names the capital"}))
     scripted_llm.reply("Paris.")
@@ -99,7 +99,7 @@ def test_prompts_fit_the_configured_context_in_ranked_batches(sample_store: Grap
     details = trace["selection_details"]
     prompts = [r.prompt for r in scripted_llm.requests[:-1]]
     assert len(prompts) == details["promptBatches"] == 4 and details["trimmedEdges"] > 0
-    assert details["promptEdges"] + details["trimmedEdges"] == trace["edge_count"] == 150
+    assert details["promptEdges"] + details["trimmedEdges"] == trace["edge_count"]
     assert all(estimate_tokens(p) <= context - REPLY_TOKENS for p in prompts)
     assert details["promptTokens"] == max(estimate_tokens(p) for p in prompts) and details["contextTokens"] == context
     assert CAPITAL_ID in prompts[0]  # ranked first by the deterministic selector
@@ -116,8 +116,9 @@ def test_a_refused_prompt_is_halved_and_the_model_still_chooses(sample_store: Gr
     scripted_llm.reply("Paris.")
     answer, trace = ask(scripted(sample_store, scripted_llm))
     details = trace["selection_details"]
-    assert details["method"] == "model" and details["promptBatches"] == 3 and details["promptEdges"] == 150
+    edges = trace["edge_count"]
+    assert details["method"] == "model" and details["promptBatches"] == 3 and details["promptEdges"] == edges
     # edges in each prompt: its JSON lines, less the reply format's example line
     first, *halves = (r.prompt.count('{"id": ') - 1 for r in scripted_llm.requests[:3])
-    assert first == 150 and halves == [75, 75]
+    assert first == edges > 2 * 8 and halves == [edges // 2, edges - edges // 2]
     assert [e["selected_by"] for e in trace["edges"]] == ["model"] and answer == "Paris."

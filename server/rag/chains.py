@@ -16,7 +16,7 @@
    step before (a relation written further from the name comes later in the chain: "the
    screenwriter of the films starred by X's actors" walks starred, then written); among equal
    scores the shorter wins. The edges of every best path are chosen ("capital of the country that borders Portugal":
-   borders, then capital), up to ``MAX_CHOSEN``.
+   borders, then capital), whole paths up to ``MAX_CHOSEN`` edges.
 4. **No answer**: when no relation of an anchor's edges matches a mention by ``MIN_GAIN``, there is
    no path and nothing is chosen: the graph does not answer the question. Nor does it when the best
    paths match no more than ``MIN_COVERAGE`` of the question's words outside the names it spells out
@@ -199,9 +199,10 @@ class _Search:
                 self.best_key, self.best, self.served = key, {}, 0
             if key == self.best_key:
                 self.served = max(self.served, sum(strength > 0 for strength in path[-1].strengths))
-                for number, step in enumerate(path, 1):
-                    if len(self.best) < MAX_CHOSEN:
-                        self.best.setdefault(step.hop.edge, (anchor, number, step.back))
+                new = [(number, step) for number, step in enumerate(path, 1) if step.hop.edge not in self.best]
+                if len(self.best) + len(new) <= MAX_CHOSEN:  # whole paths only: their ends are the answers
+                    for number, step in new:
+                        self.best[step.hop.edge] = (anchor, number, step.back)
 
     def _paths(self, anchor: str, span: tuple[int, int] | None) -> Iterator[list[_Step]]:
         """Every admissible path from ``anchor``: each step matches the question better (``MIN_GAIN``)

@@ -196,12 +196,11 @@ class LabelIndex:
                 generation = self._generation.get(collection, 0)
             if index is not None:
                 return index
-            solutions = self.store.query("rag_label_index", bindings={"g": vocab.collection_graph(collection)})
+            solutions = list(self.store.query("rag_label_index", bindings={"g": vocab.collection_graph(collection)}))
             rows = [(row["s"].value, row["label"], row["relation"].value == "true") for row in solutions
                     if isinstance(row["s"], NamedNode) and isinstance(row["label"], Literal)]
-            aliases = [(row["p"].value, row["alias"].value) for row in self.store.query(
-                "rag_relation_aliases", bindings={"g": vocab.collection_graph(collection)})
-                if isinstance(row["p"], NamedNode) and isinstance(row["alias"], Literal)]
+            aliases = [(row["s"].value, row["alias"].value) for row in solutions
+                       if isinstance(row["s"], NamedNode) and isinstance(row["alias"], Literal)]
             index = _CollectionIndex(rows, aliases)
             with self._lock:
                 if self._generation.get(collection, 0) == generation:  # no load happened meanwhile

@@ -173,13 +173,15 @@ class Retriever:
     def _traverse(self, seed_tiers: list[list[NamedNode]], focus: list[NamedNode], collection: str,
                   limits: RetrievalLimits) -> tuple[list[tuple[Term, Term, Term]], int]:
         """Hop by hop from each tier of seeds in turn (exact matches before ranked ones), reading the
-        question's focus relations before the general hop; stops when ``max_subgraph_size`` is spent."""
+        question's focus relations first and the general hop only when they reach no new entity (a
+        hub's other edges would spend the budget the question's chain needs); stops when
+        ``max_subgraph_size`` is spent."""
         walk = _Walk(limits)
         graph = vocab.collection_graph(collection)
         executions = 0
         for tier in seed_tiers:
             frontier = walk.visit(tier)
-            for _hop in range(limits.max_path_length):
+            for hop in range(limits.max_path_length):
                 if not frontier or walk.full():
                     break
                 reached: list[NamedNode] = []
@@ -187,7 +189,7 @@ class Retriever:
                     reached += walk.read(self.store.query("rag_focus", values={"e": frontier, "p": focus},
                                                           default_graph=graph))
                     executions += 1
-                if not walk.full():
+                if not walk.full() and not (reached and hop):
                     reached += walk.read(self.store.query("rag_hop", values={"e": frontier}, limit=limits.triple_limit,
                                                           default_graph=graph))
                     executions += 1
