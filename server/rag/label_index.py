@@ -85,6 +85,7 @@ class _CollectionIndex:
         for term, alias in sorted(set(aliases)):
             if term in names:
                 self.aliases[names[term]] = (*self.aliases.get(names[term], ()), alias)
+        self.relation_lemmas = relation_lemmas(sorted(names.values()), self.aliases)
         # The semantic tier: one vector per distinct normalized entity label, computed here, at index time
         self.norms = sorted({norm for _, norm in unique})
         self.vectors = embedder().embed(self.norms, LABEL_DIMENSIONS)
@@ -120,32 +121,34 @@ class _CollectionIndex:
             rows += self.db.execute(sql.format(",".join("?" * len(batch))), batch).fetchall()
         return rows
 
-    def weak(self, question: str, terms: list[str]) -> list[str]:
-        """Those of ``terms`` (exact matches) that the question names only weakly: inside a longer name
-        it spells out ("death" in "Murder by Death"), or by words that more likely ask for something
-        else (``relations.weak_name``: "director" for a tag, "fall" for the film "Fall")."""
+    def weak(self, question: str, found_rows: list[tuple[str, str]]) -> list[str]:
+        """Those of the exact matches (``found_rows``: norm, term) that the question names only weakly:
+        inside a longer name it spells out ("death" in "Murder by Death"), or by words that more likely
+        ask for something else (``relations.weak_name``: "director" for a tag, "fall" for the film "Fall")."""
+        terms = list(dict.fromkeys(term for _, term in found_rows))
         found = WORD.findall(question)
         labels = self.display(terms)
         by_norm: dict[str, list[str]] = {}
-        for term, norm in self._rows_in("SELECT term, norm FROM entity WHERE term IN ({})", terms):
+        for norm, term in found_rows:
             by_norm.setdefault(norm, []).append(term)
-        lemmas = relation_lemmas([label for _, label in self.relations], self.aliases)
         taken: set[int] = set()
         strong: set[str] = set()
         for size in range(min(self.longest, len(found)), 0, -1):
             for start in range(len(found) - size + 1):
                 surface = " ".join(found[start:start + size])
-                named = [t for t in by_norm.get(normalize(surface), []) if not weak_name(surface, labels[t], lemmas)]
+                named = [t for t in by_norm.get(normalize(surface), [])
+                         if not weak_name(surface, labels[t], self.relation_lemmas)]
                 if named and not taken & set(range(start, start + size)):
                     taken.update(range(start, start + size))
                     strong.update(named)
         return [term for term in terms if term not in strong and term in labels]
 
-    def exact(self, grams: list[str]) -> list[str]:
+    def exact(self, grams: list[str]) -> list[tuple[str, str]]:
+        """``(norm, term)`` of the entities labelled by one of ``grams``, in the grams' order."""
         order = {gram: rank for rank, gram in enumerate(dict.fromkeys(grams))}
         found = self._rows_in("SELECT norm, term FROM entity WHERE norm IN ({})", list(order))
         found.sort(key=lambda row: (order[row[0]], row[1]))
-        return [term for _, term in found]
+        return found
 
     def ranked(self, tokens: list[str], limit: int) -> list[str]:
         if not tokens or limit <= 0:
@@ -234,8 +237,9 @@ class LabelIndex:
         folded = words(question)
         tokens = list(dict.fromkeys(w for w in folded if w not in RANKING_STOPWORDS))
         with index.lock:
-            named = list(dict.fromkeys(index.exact(_ngrams(folded, index.longest) + symbols(question))))
-            weak = index.weak(question, named)
+            rows = index.exact(_ngrams(folded, index.longest) + symbols(question))
+            named = list(dict.fromkeys(term for _, term in rows))
+            weak = index.weak(question, rows) if len(named) > 1 else []  # one name: nothing to put behind
             exact = [term for term in named if term not in weak][:limit] or named[:limit]
             ranked = [term for term in weak if term not in exact][:limit - len(exact)]  # after the others
             if not named:
