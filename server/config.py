@@ -59,6 +59,7 @@ class Config:
     llm_model: str = "gpt-4o-mini"  # GLASSGRAPH_LLM_MODEL
     llm_timeout_s: float = 60.0  # GLASSGRAPH_LLM_TIMEOUT
     llm_retries: int = 2  # GLASSGRAPH_LLM_RETRIES
+    llm_context: int = 8192  # GLASSGRAPH_LLM_CONTEXT: the model's context length in tokens (prompt and reply)
     sse_keepalive_s: float = 15.0  # GLASSGRAPH_SSE_KEEPALIVE: SSE comment after this idle time (0: none)
     max_answers: int = 8  # GLASSGRAPH_MAX_ANSWERS: GraphRAG answers in progress at once (429 past it)
     max_question_chars: int = 2000  # GLASSGRAPH_MAX_QUESTION: longest GraphRAG question, in characters
@@ -144,6 +145,7 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "llm_model": (("GLASSGRAPH_LLM_MODEL",), "str"),
     "llm_timeout_s": (("GLASSGRAPH_LLM_TIMEOUT",), "float"),
     "llm_retries": (("GLASSGRAPH_LLM_RETRIES",), "int"),
+    "llm_context": (("GLASSGRAPH_LLM_CONTEXT",), "int"),
     "sse_keepalive_s": (("GLASSGRAPH_SSE_KEEPALIVE",), "float"),
     "max_answers": (("GLASSGRAPH_MAX_ANSWERS",), "int"),
     "max_question_chars": (("GLASSGRAPH_MAX_QUESTION",), "int"),

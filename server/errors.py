@@ -34,9 +34,7 @@ class ErrorType(Enum):
     UNAVAILABLE = ("unavailable", 503, 1)
     STORE_LOCKED = ("store-locked", 503, 3)
     CANNOT_CONNECT = ("cannot-connect", 503, 3)  # a client's: no connection to the server
-    # Outcomes of a GraphRAG run that has started (reported in its stream, after a 200)
-    NO_EDGES = ("no-edges", 200, 1)
-    NO_SELECTION = ("no-selection", 200, 1)
+    # An outcome of a GraphRAG run that has started (recorded in its trace)
     CANCELLED = ("cancelled", 499, 1)  # the client left: recorded in the trace, never sent
 
     def __init__(self, wire_name: str, status: int, exit_code: int) -> None:
@@ -146,11 +144,3 @@ class StoreLocked(GlassgraphError):
 
 class CannotConnect(GlassgraphError):
     type = ErrorType.CANNOT_CONNECT
-
-
-class NoEdges(GlassgraphError):
-    type = ErrorType.NO_EDGES
-
-
-class NoSelection(GlassgraphError):
-    type = ErrorType.NO_SELECTION

@@ -336,21 +336,25 @@ def retrieval_quads(graph: NamedNode, session_id: str, edge_count: int) -> list[
         (TG.edgeCount, Literal(str(edge_count), datatype=XSD.integer))])
 
 
-def selection_quads(graph: NamedNode, session_id: str,
-                    edges: Iterable[tuple[Triple, str]]) -> list[Quad]:
-    """The selection entity plus one edge-selection node per (edge, reasoning)."""
+def selection_quads(graph: NamedNode, session_id: str, edges: Iterable[tuple[Triple, str] | tuple[Triple, str, str]],
+                    facts: Iterable[tuple[NamedNode, Term]] = ()) -> list[Quad]:
+    """The selection entity (with ``facts`` about it: method, what the model was shown) plus one
+    edge-selection node per (edge, reasoning[, chosen by])."""
     selection = selection_iri(session_id)
     quads = _quads(graph, selection, [(RDF.type, PROV.Entity), (RDFS.label, Literal("Selected edges")),
-                                      (PROV.wasDerivedFrom, retrieval_iri(session_id))])
-    for index, (edge, reasoning) in enumerate(edges):
+                                      (PROV.wasDerivedFrom, retrieval_iri(session_id)), *facts])
+    for index, (edge, reasoning, *chosen_by) in enumerate(edges):
         node = edge_selection_iri(session_id, index)
         quads.append(Quad(selection, TG.selectedEdge, node, graph))
-        quads.extend(_quads(graph, node, [(TG.edge, edge), (TG.reasoning, Literal(reasoning))]))
+        quads.extend(_quads(graph, node, [(TG.edge, edge), (TG.reasoning, Literal(reasoning)),
+                                          *((TG.selectedBy, Literal(by)) for by in chosen_by)]))
     return quads
 
 
-def answer_quads(graph: NamedNode, session_id: str) -> list[Quad]:
+def answer_quads(graph: NamedNode, session_id: str, outcome: str | None = None) -> list[Quad]:
+    """The answer entity; ``outcome`` is ``"answered"`` or ``"no-answer"`` (``tg:outcome``)."""
     return _quads(graph, answer_iri(session_id), [
         (RDF.type, PROV.Entity), (RDFS.label, Literal("GraphRAG answer")),
         (PROV.wasDerivedFrom, selection_iri(session_id)),
-        (TG.document, answer_document_iri(session_id))])
+        (TG.document, answer_document_iri(session_id)),
+        *([(TG.outcome, Literal(outcome))] if outcome else [])])

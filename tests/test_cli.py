@@ -336,12 +336,16 @@ def test_wrong_collection_exits_1(server_url: str, cli_store: str) -> None:
     assert_one_line_failure(run(GLASSGRAPH, "--store", cli_store, "ask", "-C", "nosuch", "-q", QUESTION), 1, "nosuch")
 
 
-def test_error_in_the_stream_exits_1_after_the_blocks_so_far(server_url: str) -> None:
-    """A question that matches nothing: the server streams session and retrieval, then an error message."""
-    result = run(TG_INVOKE, "-u", server_url, "-x", "-q", "zzqxv vvbnmq")
-    last = assert_failure(result, 1, "no-edges")
-    assert [kind for kind, _, _ in blocks(result.stderr)] == ["session", "retrieval"]
-    assert last.startswith("tg-invoke-graph-rag: error: ")
+def test_a_question_the_graph_does_not_answer_says_so_and_exits_0(server_url: str, cli_store: str) -> None:
+    """A question that matches nothing: every block, the no-answer outcome on stderr, the answer says so."""
+    for command in ([TG_INVOKE, "-u", server_url], [TG_INVOKE, "-u", server_url, "--no-streaming"],
+                    [GLASSGRAPH, "--store", cli_store, "ask"]):
+        result = run(*command, "-x", "-q", "zzqxv vvbnmq")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "The knowledge graph does not answer this question.\n"
+        assert [kind for kind, _, _ in blocks(result.stderr)] == ["session", "retrieval", "selection", "answer",
+                                                                   "outcome"]
+        assert "Outcome: no answer (the knowledge graph does not answer this question)" in result.stderr
 
 
 def test_bad_or_missing_token_exits_1(token_server_url: str) -> None:

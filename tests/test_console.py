@@ -238,16 +238,16 @@ def test_ask_streams_selection_with_paris_edge_then_answer(page: object, base_ur
     assert page.inner_text("h1") == QUESTION
 
 
-def test_ask_shows_a_failed_run_and_its_trace(page: object, base_url: str) -> None:
+def test_ask_shows_a_no_answer_outcome_and_its_trace(page: object, base_url: str) -> None:
     page.goto(base_url + "/console/ask?q=" + quote("Zqxv wkpj ghrt?"))  # a shared link asks at once
-    error = page.locator("#ask-error")
-    error.wait_for()
-    assert error.inner_text().startswith("no-edges:")
+    page.locator("#answer.no-answer").wait_for()
+    assert page.inner_text("#answer") == "The knowledge graph does not answer this question."
+    page.locator(".event-answer.loaded .badge-no-answer").wait_for()
+    assert page.locator("#ask-error").is_hidden()
     page.locator("#trace-link:not([hidden])").wait_for()
     page.click("#trace-link a")
     page.wait_for_url(re.compile(r"/console/trace\?id="))
-    assert page.inner_text(".badge") == "failed"
-    assert "no-edges" in page.inner_text("[role=alert]")
+    assert page.inner_text(".badge") == "no-answer"
 
 
 def test_trace_source_link_opens_chunk_text(page: object, base_url: str, session_iri: str,

@@ -117,14 +117,15 @@ def test_ndjson_stream(server: LiveServer) -> None:
     assert messages[0]["message_type"] == "explain"
     assert messages[-1]["end_of_session"] is True and messages[-1]["error"] is None
     assert set(messages[0]) == {"message_type", "response", "error", "end_of_stream", "end_of_session",
-                                "explain_id", "explain_collection", "explain_kind"}
+                                "explain_id", "explain_collection", "explain_kind", "outcome"}
     kinds = [m["explain_kind"] for m in messages if m["message_type"] == "explain"]
     assert kinds == ["session", "retrieval", "selection", "answer"]
 
 
 def test_not_streaming_is_one_json_object(server: LiveServer) -> None:
     body = ask(server, streaming=False, entity_limit=10, max_path_length=1).json()
-    assert set(body) == {"answer", "session", "explain_ids", "explain_kinds", "explain_collection", "error"}
+    assert set(body) == {"answer", "outcome", "session", "explain_ids", "explain_kinds", "explain_collection", "error"}
+    assert body["outcome"] == "answered"
     assert body["explain_kinds"] == ["session", "retrieval", "selection", "answer"]
     assert body["error"] is None and "Paris" in body["answer"]
     assert body["session"].startswith("urn:trustgraph:session:") and body["session"] == body["explain_ids"][0]
@@ -164,7 +165,7 @@ def test_data_written_over_http_reaches_graph_rag(france_store: GraphStore) -> N
     question = {"query": "What is the capital of Japan?", "streaming": False}
     try:
         before = requests.post(live.url + "/api/graph-rag", json=question).json()
-        assert before["error"] is not None and "Tokyo" not in before["answer"]
+        assert before["outcome"] == "no-answer" and "Tokyo" not in before["answer"]
         graph = vocab.collection_graph("default").value
         insert = (f"PREFIX e: <{ENTITY.base}> PREFIX r: <{vocab.RELATION.base}> "
                   f"PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> INSERT DATA {{ GRAPH <{graph}> {{ "

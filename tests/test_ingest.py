@@ -331,6 +331,7 @@ def test_replace_extracts_a_document_again(store: GraphStore, scripted_llm: Scri
     ingester = Ingester(store, LabelIndex(store), extraction_llm(scripted_llm))
     assert ingester.ingest(data, "again", name="a.txt").unchanged
     redone = ingester.ingest(data, "again", name="a.txt", options=IngestOptions(replace=True))
-    assert (redone.id, redone.facts, redone.unchanged, redone.revision_of) == (offline.id, 2, False, [])  # a relationship and a definition
+    # 2 facts: a relationship and a definition
+    assert (redone.id, redone.facts, redone.unchanged, redone.revision_of) == (offline.id, 2, False, [])
     documents = list_documents(store, "again")
     assert [(d["id"], d["facts"], d["model"]) for d in documents] == [(offline.id, 2, "scripted-model")]

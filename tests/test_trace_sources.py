@@ -247,7 +247,8 @@ def test_tg_invoke_show_source_reads_the_passage_from_the_trace(live: LiveServer
     assert [kind for kind, _, _ in found] == ["session", "retrieval", "selection", "answer"]
     selection = found[2][2]
     source = selection.index(f'Source: Chunk 3 {span(2, 3)} → Page 2 → "{TITLE}"')
-    assert selection[source - 2] == "Edge: (France, capital, Paris)" and selection[source - 1].startswith("Reason:")
+    assert selection[source - 3] == "Edge: (France, capital, Paris)" and selection[source - 2].startswith("Reason:")
+    assert selection[source - 1].startswith("Chosen by:")
     assert selection[source + 1] == CAPITAL_EXCERPT
     assert "Paris" in result.stdout and "“" not in result.stdout
 
@@ -263,7 +264,7 @@ def test_tg_invoke_shows_the_passages_that_mention_an_unsourced_edge(live: LiveS
     selection = blocks(result.stderr)[2][2]
     start = selection.index("Edge: (France, currency, Euro)")
     following = selection[start + 1:]
-    following = following[1:] if following[0].startswith("Reason:") else following
+    following = [line for line in following if not line.startswith(("Reason:", "Chosen by:"))]
     assert following[:3] == ["Source: (no extraction provenance)",
                              f'Mentioned in: Chunk 1 {span(1, 1)} → Page 1 → "{TITLE}"',
                              "“The euro is the currency of France since 2002.”"]

@@ -82,13 +82,19 @@ def chain_lines(name: str, chain: list[dict], labels: Sequence[str], show_source
     return lines
 
 
+CHOSEN_BY = {"model": "the model", "fallback": "the deterministic selector (fallback)"}
+NO_ANSWER_LINE = "    Outcome: no answer (the knowledge graph does not answer this question)"
+
+
 def edge_lines(edge: dict, show_source: bool = False) -> list[str]:
-    """One selected edge: its labels, the LLM's reasoning, every source chain and the chains of the other
-    chunks that mention its subject or object (an ingested document without an LLM links only those);
-    ``show_source`` quotes each chunk."""
+    """One selected edge: its labels, the LLM's reasoning, who chose it, every source chain and the chains
+    of the other chunks that mention its subject or object (an ingested document without an LLM links only
+    those); ``show_source`` quotes each chunk."""
     lines = [f"      Edge: ({', '.join(edge['labels'])})"]
     if edge.get("reasoning"):
         lines.append(f"        Reason: {one_line(edge['reasoning'])}")
+    if edge.get("selected_by"):
+        lines.append(f"        Chosen by: {CHOSEN_BY.get(edge['selected_by'], edge['selected_by'])}")
     labels = [edge["labels"][2], edge["labels"][0]]  # an excerpt is about the object, else the subject
     for chain in edge.get("sources") or []:
         lines += chain_lines("Source", chain, labels, show_source)
@@ -105,6 +111,9 @@ def selection_lines(trace: dict, show_source: bool = False) -> list[str]:
     """The body of a ``[selection]`` block."""
     edges = trace.get("edges") or []
     lines = [f"    Selected {len(edges)} edge(s)"]
+    details = trace.get("selection_details") or {}
+    if details.get("fallbackReason"):
+        lines.append(f"    Fallback: {details['fallbackReason']}")
     for edge in edges:
         lines.extend(edge_lines(edge, show_source))
     return lines
@@ -124,6 +133,8 @@ def trace_lines(trace: dict, show_source: bool = False) -> list[str]:
         lines += ["", f"[selection] {trace['selection']}", *selection_lines(trace, show_source)]
     if trace.get("answer"):
         lines += ["", f"[answer] {trace['answer']}"]
+        if trace.get("outcome") == "no-answer":
+            lines.append(NO_ANSWER_LINE)
         if trace.get("answer_text") is not None:
             lines += ["", trace["answer_text"].rstrip("\n")]
     return lines
@@ -156,6 +167,9 @@ class StreamDisplay:
                 self._show(message)
             if message.get("end_of_session"):
                 self._close_answer()
+                if self.fmt == "text" and message.get("outcome") == "no-answer":
+                    self.err.write(f"[outcome] no-answer\n{NO_ANSWER_LINE}\n")
+                    self.err.flush()
                 return
         self._close_answer()
         raise StreamError("the stream ended before the end of the session")

@@ -140,7 +140,8 @@ class Client:
         for iri, kind in zip(answer.get("explain_ids") or [], answer.get("explain_kinds") or [], strict=False):
             yield GraphRagResponse("explain", explain_id=iri, explain_collection=answer.get("explain_collection"),
                                    explain_kind=kind).to_dict()
-        yield GraphRagResponse("chunk", answer.get("answer") or "", end_of_stream=True, end_of_session=True).to_dict()
+        yield GraphRagResponse("chunk", answer.get("answer") or "", end_of_stream=True, end_of_session=True,
+                               outcome=answer.get("outcome")).to_dict()
 
     def trace(self, iri: str) -> dict | None:
         """The trace of the session ``iri`` belongs to (``GET /api/explain``, which takes any explain IRI

@@ -10,11 +10,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from pyoxigraph import Literal, Quad, Triple
+from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
+from server.rag.choice import Choice
 from server.store import GraphStore
-from server.vocab import TG
+from server.vocab import TG, XSD, Term
 
 
 class RecordError(RuntimeError):
@@ -46,14 +47,16 @@ class ExplainRecorder:
         self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count))
         return vocab.retrieval_iri(self.session_id).value
 
-    def selection(self, edges: Iterable[tuple[Triple, str]]) -> str:
-        """The selection and its edge-selection nodes (original terms, reasoning) in one transaction."""
-        self._write(vocab.selection_quads(self.graph, self.session_id, edges))
+    def selection(self, edges: Iterable[tuple[Triple, str] | tuple[Triple, str, str]],
+                  facts: Iterable[tuple[NamedNode, Term]] = ()) -> str:
+        """The selection and its edge-selection nodes (original terms, reasoning, who chose each) in one
+        transaction; ``facts`` about the selection (see :func:`selection_facts`)."""
+        self._write(vocab.selection_quads(self.graph, self.session_id, edges, facts))
         return vocab.selection_iri(self.session_id).value
 
-    def answer(self, text: str) -> str:
-        """The answer entity and its text (librarian graph) in one transaction."""
-        quads = vocab.answer_quads(self.graph, self.session_id)
+    def answer(self, text: str, outcome: str | None = None) -> str:
+        """The answer entity (its ``tg:outcome``) and its text (librarian graph) in one transaction."""
+        quads = vocab.answer_quads(self.graph, self.session_id, outcome)
         quads += vocab.content_quads(vocab.answer_document_iri(self.session_id), text)
         self._write(quads)
         return vocab.answer_iri(self.session_id).value
@@ -71,3 +74,16 @@ class ExplainRecorder:
         iri = vocab.session_iri(self.session_id)
         self._write([Quad(iri, TG.errorType, Literal(error_type), self.graph),
                      Quad(iri, TG.error, Literal(message), self.graph)])
+
+
+def selection_facts(choice: Choice) -> list[tuple[NamedNode, Term]]:
+    """What a selection records about itself: ``tg:selectionMethod`` ("model" or "fallback"),
+    ``tg:fallbackReason``, and what the model saw: ``tg:promptEdges``, ``tg:promptBatches``,
+    ``tg:trimmedEdges``, ``tg:promptTokens`` (estimated), ``tg:contextTokens`` (configured)."""
+    facts: list[tuple[NamedNode, Term]] = [(TG.selectionMethod, Literal(choice.method))]
+    if choice.fallback_reason:
+        facts.append((TG.fallbackReason, Literal(choice.fallback_reason)))
+    counts = {TG.promptEdges: choice.shown, TG.promptBatches: choice.batches, TG.trimmedEdges: choice.trimmed,
+              TG.promptTokens: choice.prompt_tokens, TG.contextTokens: choice.context_tokens}
+    facts += [(name, Literal(str(value), datatype=XSD.integer)) for name, value in counts.items() if value is not None]
+    return facts

@@ -55,6 +55,8 @@ def read_trace(store: GraphStore, session_iri: str) -> dict | None:
         "selection": _value(head.get("selection")),
         "answer": _value(head.get("answer")),
         "answer_text": _value(head.get("answerText")),
+        "outcome": _value(head.get("outcome")),
+        "selection_details": _selection_details(store, head["selection"]) if "selection" in head else None,
         "status": _status(head),
         "error": error,
         "edges": edges,
@@ -93,8 +95,9 @@ def _session_node(iri: str) -> NamedNode | None:
 
 
 def _status(row: dict) -> str:
+    """``answered``, ``no-answer`` (the graph does not answer the question), ``failed`` or ``incomplete``."""
     if "answer" in row:
-        return "answered"
+        return "no-answer" if _value(row.get("outcome")) == "no-answer" else "answered"
     return "failed" if "errorType" in row else "incomplete"
 
 
@@ -122,10 +125,18 @@ def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> l
             "triple": render_term(triple),
             "labels": [term_name(term, labels.get(term)) for term in terms],
             "reasoning": _value(row.get("reasoning")),
+            "selected_by": _value(row.get("selectedBy")),
             "sources": sources.get(triple, []),
             "mentions": mentions.get(triple, []),
         })
     return edges
+
+
+def _selection_details(store: GraphStore, selection: NamedNode) -> dict:
+    """How the selection was made (``server.explain.recorder.selection_facts``), as plain values."""
+    [row] = store.select("explain_selection", bindings={"selection": selection}, default_graph=store.explain_graph)
+    return {name: int(term.value) if term.value.isdigit() else term.value for name, term in row.items()
+            if name != "selection"}
 
 
 def _index(node_iri: str) -> tuple[int, str]:

@@ -188,9 +188,11 @@ def _frames(messages: Iterator[GraphRagResponse], sse: bool, keepalive_s: float)
 
 
 def _collect(messages: Iterator[GraphRagResponse]) -> dict:
-    """``{"answer", "session", "explain_ids", "explain_kinds", "explain_collection", "error"}`` of a whole run."""
-    pieces, explains, collection, error = [], [], None, None
+    """``{"answer", "outcome", "session", "explain_ids", "explain_kinds", "explain_collection", "error"}`` of a
+    whole run."""
+    pieces, explains, collection, error, outcome = [], [], None, None, None
     for message in messages:
+        outcome = message.outcome or outcome
         if message.explain_id:
             explains.append(message)
             collection = message.explain_collection
@@ -199,7 +201,8 @@ def _collect(messages: Iterator[GraphRagResponse]) -> dict:
         if message.error:
             error = message.error
     session = next((m.explain_id for m in explains if m.explain_kind == "session"), None)
-    return {"answer": "".join(pieces), "session": session, "explain_ids": [m.explain_id for m in explains],
+    return {"answer": "".join(pieces), "outcome": outcome, "session": session,
+            "explain_ids": [m.explain_id for m in explains],
             "explain_kinds": [m.explain_kind for m in explains],
             "explain_collection": collection, "error": error}
 

@@ -2,11 +2,14 @@
 
 The index is derived from the store (one pass of ``sparql/rag_label_index.rq`` over a
 collection's labels), built lazily on the first lookup in a collection, dropped when data is
-loaded into that collection (rebuilt on the next lookup) and rebuildable on demand. A lookup never
+loaded into that collection (rebuilt on the next lookup), updated in place when a write says which
+labels it added (an ingested document), and rebuildable on demand. A lookup never
 scans the graph: it is two indexed sqlite queries.
 
 Lookup order: exact matches of the question's word n-grams against normalized labels, longest
-n-gram first (then leftmost), then FTS5 token matches ranked by bm25 to fill ``limit``. Terms used
+n-gram first (then leftmost), then FTS5 token matches ranked by bm25 to fill ``limit``; when nothing
+matches exactly, the semantic tier first: entities whose label vector (``server.rag.embeddings``,
+computed when the index is built and kept beside it) is closest to a question n-gram's. Terms used
 as predicates (relations) are not entities: they are never seeds. The index also keeps one display
 label per labelled term, which the retriever uses to label edges without a query to the store.
 """
@@ -15,17 +18,31 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+import numpy
 from pyoxigraph import Literal, NamedNode
 
 from server import vocab
 from server.labels import label_preference
-from server.rag.text import RANKING_STOPWORDS, normalize, symbols, terms, words
+from server.rag.embeddings import LABEL_DIMENSIONS, embedder
+from server.rag.relations import alias_words, mention_of, relation_lemmas, relation_matches, weak_name
+from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, normalize, symbols, words
 from server.store import GraphStore
 
 MAX_NGRAM = 12  # the longest label, in words, that an exact n-gram match considers
 MAX_TOKENS = 64  # question words the ranked (FTS) stage searches for
 MAX_FOCUS = 8  # relations a question may name ("capital", "borders") that traversal reads first
+FOCUS_FLOOR = 0.35  # how strongly a question word must match a relation for it to be read first
+SEMANTIC_SEED = 0.65  # similarity of a question n-gram and an entity label for a semantic-tier seed
+SEMANTIC_LIMIT = 5  # semantic-tier seeds at most
+SEMANTIC_NGRAM = 3  # the longest question n-gram compared by meaning
 _BATCH = 500  # sqlite parameters per statement
+
+
+def _content_ngrams(question: str) -> list[str]:
+    """The question's n-grams of up to ``SEMANTIC_NGRAM`` words that neither start nor end with a stopword."""
+    found = WORD.findall(question)
+    return [" ".join(found[i:i + n]) for n in range(1, SEMANTIC_NGRAM + 1) for i in range(len(found) - n + 1)
+            if found[i].casefold() not in STOPWORDS and found[i + n - 1].casefold() not in STOPWORDS]
 
 
 def _ngrams(folded: list[str], longest: int) -> list[str]:
@@ -44,7 +61,7 @@ class _CollectionIndex:
     included) for showing edges.
     """
 
-    def __init__(self, rows: list[tuple[str, Literal, bool]]) -> None:
+    def __init__(self, rows: list[tuple[str, Literal, bool]], aliases: list[tuple[str, str]] = ()) -> None:
         self.db = sqlite3.connect(":memory:", check_same_thread=False)
         self.lock = threading.Lock()
         self.db.execute("CREATE TABLE entity(term TEXT NOT NULL, norm TEXT NOT NULL, PRIMARY KEY (norm, term)) "
@@ -52,13 +69,17 @@ class _CollectionIndex:
         self.db.execute("CREATE VIRTUAL TABLE fts USING fts5(norm, term UNINDEXED, tokenize='unicode61')")
         self.db.execute("CREATE TABLE display(term TEXT PRIMARY KEY, label TEXT NOT NULL) WITHOUT ROWID")
         self.longest, self.size = 0, 0
-        self.relation_words: list[tuple[str, frozenset[str]]] = []
+        self.relations: list[tuple[str, str]] = []  # (term, label) of the terms used as predicates
+        self._alias_rows = sorted(set(aliases))  # (relation term, skos:altLabel)
+        # The semantic tier: one vector per distinct normalized entity label, computed at index time
+        self.norms: list[str] = []
+        self.vectors: numpy.ndarray | None = None
         self.add(rows)
 
     def add(self, rows: list[tuple[str, Literal, bool]]) -> None:
         """Index ``(term, label, is a relation)`` rows: the store's labels when built, then the labels a
-        write adds (an ingested document's new terms), without reading the collection again. A term
-        already shown by a label keeps it."""
+        write adds (an ingested document's new terms), without reading the collection again or embedding
+        the labels already there. A term already shown by a label keeps it."""
         best: dict[str, Literal] = {}
         entities: set[tuple[str, str]] = set()
         for term, label, relation in rows:
@@ -76,16 +97,42 @@ class _CollectionIndex:
                             ((t, label.value) for t, label in best.items()))
         self.longest = min(MAX_NGRAM, max([self.longest] + [len(norm.split()) for _, norm in unique]))
         self.size += len(unique)
-        known = {term for term, _ in self.relation_words}
-        relations = {term for term, _, relation in rows if relation} - known
-        self.relation_words = sorted(self.relation_words + [(term, frozenset(terms(best[term].value)))
-                                                            for term in relations])
+        known = {term for term, _ in self.relations}
+        self.relations = sorted(self.relations + [(term, best[term].value) for term in
+                                                  {term for term, _, relation in rows if relation} - known])
+        names = dict(self.relations)
+        self.aliases: dict[str, tuple[str, ...]] = {}  # relation label -> its skos:altLabels
+        for term, alias in self._alias_rows:
+            if term in names:
+                self.aliases[names[term]] = (*self.aliases.get(names[term], ()), alias)
+        self.relation_lemmas = relation_lemmas(sorted(names.values()), self.aliases)
+        new_norms = sorted({norm for _, norm in unique} - set(self.norms))
+        if new_norms:
+            vectors = embedder().embed(new_norms, LABEL_DIMENSIONS)
+            self.vectors = vectors if self.vectors is None else numpy.vstack((self.vectors, vectors))
+            self.norms += new_norms
 
-    def focus(self, question_words: set[str]) -> list[str]:
-        """Relations whose label shares content words with the question, best overlap first."""
-        scored = [(-len(question_words & words), len(words), term) for term, words in self.relation_words
-                  if question_words & words]
-        return [term for *_, term in sorted(scored)[:MAX_FOCUS]]
+    def focus(self, question: str) -> list[str]:
+        """Relations a question word asks for (``server.rag.relations``: by stem, or by meaning from
+        ``FOCUS_FLOOR``), strongest first."""
+        asked = alias_words(self.aliases)
+        mentions = [mention_of(i, w) for i, w in enumerate(WORD.findall(question))
+                    if w.casefold() not in STOPWORDS or w.casefold() in asked]
+        labels = sorted({label for _, label in self.relations})
+        found = relation_matches(mentions, labels, self.aliases)
+        strength = {label: max(found[label], default=0.0) for label in labels}
+        scored = sorted((-strength[label], label, term) for term, label in self.relations
+                        if strength[label] >= FOCUS_FLOOR)
+        return [term for *_, term in scored[:MAX_FOCUS]]
+
+    def semantic(self, grams: list[str], limit: int) -> list[str]:
+        """Entities whose label is closest in meaning to one of ``grams`` (from ``SEMANTIC_SEED``), best first."""
+        if not grams or not self.norms or limit <= 0:
+            return []
+        similarity = (self.vectors @ embedder().embed(grams, LABEL_DIMENSIONS).T).max(axis=1)
+        best = [i for i in similarity.argsort()[::-1][:limit] if similarity[i] >= SEMANTIC_SEED]
+        return [term for term, _ in self._rows_in("SELECT term, norm FROM entity WHERE norm IN ({})",
+                                                  [self.norms[i] for i in best])][:limit]
 
     def _rows_in(self, sql: str, keys: list[str]) -> list[tuple[str, str]]:
         """The rows of ``sql`` (``{}``: its ``IN`` list) for every key, in batches under sqlite's parameter
@@ -96,15 +143,38 @@ class _CollectionIndex:
             rows += self.db.execute(sql.format(",".join("?" * len(batch))), batch).fetchall()
         return rows
 
+    def weak(self, question: str, found_rows: list[tuple[str, str]]) -> list[str]:
+        """Those of the exact matches (``found_rows``: norm, term) that the question names only weakly:
+        inside a longer name it spells out ("death" in "Murder by Death"), or by words that more likely
+        ask for something else (``relations.weak_name``: "director" for a tag, "fall" for the film "Fall")."""
+        terms = list(dict.fromkeys(term for _, term in found_rows))
+        found = WORD.findall(question)
+        labels = self.display(terms)
+        by_norm: dict[str, list[str]] = {}
+        for norm, term in found_rows:
+            by_norm.setdefault(norm, []).append(term)
+        taken: set[int] = set()
+        strong: set[str] = set()
+        for size in range(min(self.longest, len(found)), 0, -1):
+            for start in range(len(found) - size + 1):
+                surface = " ".join(found[start:start + size])
+                named = [t for t in by_norm.get(normalize(surface), [])
+                         if not weak_name(surface, labels[t], self.relation_lemmas)]
+                if named and not taken & set(range(start, start + size)):
+                    taken.update(range(start, start + size))
+                    strong.update(named)
+        return [term for term in terms if term not in strong and term in labels]
+
     def labelled(self, norms: list[str]) -> list[tuple[str, str]]:
         """``(norm, term)`` of every entity whose normalized label is one of ``norms``."""
         return self._rows_in("SELECT norm, term FROM entity WHERE norm IN ({})", norms)
 
-    def exact(self, grams: list[str]) -> list[str]:
+    def exact(self, grams: list[str]) -> list[tuple[str, str]]:
+        """``(norm, term)`` of the entities labelled by one of ``grams``, in the grams' order."""
         order = {gram: rank for rank, gram in enumerate(dict.fromkeys(grams))}
         found = self.labelled(list(order))
         found.sort(key=lambda row: (order[row[0]], row[1]))
-        return [term for _, term in found]
+        return found
 
     def ranked(self, tokens: list[str], limit: int) -> list[str]:
         if not tokens or limit <= 0:
@@ -164,10 +234,12 @@ class LabelIndex:
                 generation = self._generation.get(collection, 0)
             if index is not None:
                 return index
-            solutions = self.store.query("rag_label_index", bindings={"g": vocab.collection_graph(collection)})
+            solutions = list(self.store.query("rag_label_index", bindings={"g": vocab.collection_graph(collection)}))
             rows = [(row["s"].value, row["label"], row["relation"].value == "true") for row in solutions
                     if isinstance(row["s"], NamedNode) and isinstance(row["label"], Literal)]
-            index = _CollectionIndex(rows)
+            aliases = [(row["s"].value, row["alias"].value) for row in solutions
+                       if isinstance(row["s"], NamedNode) and isinstance(row["alias"], Literal)]
+            index = _CollectionIndex(rows, aliases)
             with self._lock:
                 if self._generation.get(collection, 0) == generation:  # no load happened meanwhile
                     self._indexes[collection] = index
@@ -186,18 +258,29 @@ class LabelIndex:
         return exact + ranked
 
     def lookup_tiers(self, question: str, collection: str, limit: int) -> tuple[list[NamedNode], list[NamedNode]]:
-        """The seeds of :meth:`lookup` in two tiers: exact n-gram matches, then bm25 matches filling
-        up to ``limit`` in all. Traversal spends its budget on the first tier first."""
+        """The seeds of :meth:`lookup` in two tiers: exact n-gram matches, then ranked matches filling
+        up to ``limit`` in all. Traversal spends its budget on the first tier first.
+
+        Exact matches that the question names weakly (``relations.weak_name``: "director" for a tag)
+        move to the ranked tier when another one is named strongly. Ranked matches are bm25 token
+        matches; when nothing matches exactly, the semantic tier (labels
+        closest in meaning to the question's n-grams, ``SEMANTIC_SEED``, at most ``SEMANTIC_LIMIT``)
+        comes first among them: a misspelled or translated name ("Portugual", "Deutschland")."""
         if limit <= 0:
             return [], []
         index = self._index(collection)
         folded = words(question)
         tokens = list(dict.fromkeys(w for w in folded if w not in RANKING_STOPWORDS))
         with index.lock:
-            exact = list(dict.fromkeys(index.exact(_ngrams(folded, index.longest) + symbols(question))))[:limit]
-            ranked: list[str] = []
-            if len(exact) < limit:
-                seen = set(exact)
+            rows = index.exact(_ngrams(folded, index.longest) + symbols(question))
+            named = list(dict.fromkeys(term for _, term in rows))
+            weak = index.weak(question, rows) if len(named) > 1 else []  # one name: nothing to put behind
+            exact = [term for term in named if term not in weak][:limit] or named[:limit]
+            ranked = [term for term in weak if term not in exact][:limit - len(exact)]  # after the others
+            if not named:
+                ranked = list(dict.fromkeys(index.semantic(_content_ngrams(question), min(limit, SEMANTIC_LIMIT))))
+            if len(exact) + len(ranked) < limit:
+                seen = set(exact) | set(ranked)
                 # enough rows to fill the gap even if every exact match comes back again
                 for term in index.ranked(tokens, limit + len(exact)):
                     if term not in seen:
@@ -225,9 +308,14 @@ class LabelIndex:
         grams = [gram for gram in _ngrams(words(text), index.longest)
                  if " " in gram or (len(gram) > 2 and gram not in RANKING_STOPWORDS)]
         with index.lock:
-            return [NamedNode(term) for term in dict.fromkeys(index.exact(grams))]
+            return [NamedNode(term) for term in dict.fromkeys(term for _, term in index.exact(grams))]
+
+    def relation_aliases(self, collection: str) -> dict[str, tuple[str, ...]]:
+        """The other names (``skos:altLabel``) of the collection's relations, by relation label."""
+        return self._index(collection).aliases
 
     def focus_relations(self, question: str, collection: str) -> list[NamedNode]:
-        """Relations the question names by a word of their label ("border" for ``borders``)."""
+        """Relations the question names by a word of their label or by meaning ("border" for
+        ``borders``, "acted" for ``starred actors``)."""
         index = self._index(collection)
-        return [NamedNode(term) for term in index.focus(terms(question))]
+        return [NamedNode(term) for term in index.focus(question)]

@@ -6,7 +6,7 @@ OpenAI-compatible endpoint, ``server.rag.openai_llm``); ``server.rag.providers``
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Protocol
 
@@ -19,15 +19,29 @@ MAX_SELECTED_EDGES = 10  # what the selection prompt asks the LLM for at most
 Edge = tuple[str, str, str]  # an edge as the LLM sees it: the labels of subject, predicate and object
 
 
+NO_ANSWER = "The knowledge graph does not answer this question."  # the answer when nothing relevant was found
+
+
 class LLMError(RuntimeError):
     """An LLM call failed; the message is one line (timeout, HTTP status, cannot connect)."""
 
 
+class LLMTimeout(LLMError):
+    """The LLM did not answer within ``GLASSGRAPH_LLM_TIMEOUT``."""
+
+
+class ContextTooLong(LLMError):
+    """The server refused the prompt as longer than the model's context."""
+
+
 class LLM(Protocol):
     model: str  # recorded in the trace
+    context_tokens: int | None  # the context length the prompts must fit in (None: no limit, no model)
 
-    def select(self, question: str, edges: list[tuple[str, Edge]]) -> str:
-        """Raw JSONL, one ``{"id", "reasoning"}`` per selected edge (parse with ``parse_selection``)."""
+    def select(self, question: str, edges: list[tuple[str, Edge]],
+               aliases: Mapping[str, tuple[str, ...]] | None = None) -> str:
+        """Raw JSONL, one ``{"id", "reasoning"}`` per selected edge (parse with ``parse_selection``);
+        ``aliases``: other names of the edges' relations (``skos:altLabel``), relation label -> names."""
         ...
 
     def answer(self, question: str, edges: list[Edge]) -> Iterator[str]:

@@ -16,6 +16,7 @@ class GraphRagResponse:
     explain_id: str | None = None
     explain_collection: str | None = None
     explain_kind: str | None = None  # "session" | "retrieval" | "selection" | "answer": clients need not parse IRIs
+    outcome: str | None = None  # on the final message: "answered" or "no-answer" (the graph does not answer it)
 
     def to_dict(self) -> dict:
         """Every field, JSON-ready."""

@@ -5,6 +5,11 @@ chunks, explain(answer), final chunk (``end_of_stream`` and ``end_of_session``).
 stream with one message carrying ``error`` and ``end_of_session``; the session records the error
 (``tg:errorType``, ``tg:error``). Each entity is written in one transaction and the answer entity
 together with its text, so a failure never leaves half an entity or an answer without text.
+
+"I don't know" is an answer: when nothing retrieved is relevant (no edge, the model chose none, or
+the deterministic fallback found none), the answer says that the graph does not answer the
+question, its entity records ``tg:outcome "no-answer"`` (else ``"answered"``) and the final message
+carries the outcome.
 """
 from __future__ import annotations
 
@@ -16,13 +21,13 @@ from pyoxigraph import Triple
 
 from server import vocab
 from server.config import Config
-from server.errors import BadRequest, ErrorType, GlassgraphError, LLMFailed, NoEdges, NoSelection, NotFound
-from server.explain.recorder import ExplainRecorder, RecordError
-from server.rag.llm import LLM, LLMError
+from server.errors import BadRequest, ErrorType, GlassgraphError, LLMFailed, NotFound
+from server.explain.recorder import ExplainRecorder, RecordError, selection_facts
+from server.rag.choice import choose_edges
+from server.rag.llm import LLM, NO_ANSWER, LLMError
 from server.rag.messages import GraphRagResponse
 from server.rag.providers import make_llm
 from server.rag.retrieval import RetrievalLimits, Retriever
-from server.rag.selection import parse_selection
 from server.store import GraphStore
 
 log = logging.getLogger(__name__)
@@ -56,7 +61,7 @@ class GraphRag:
         except Exception as exc:  # the stream must end with an error message, not break
             yield self._fail(recorder, *_failure_of(exc, progress.stage))
             return
-        yield GraphRagResponse("chunk", end_of_stream=True, end_of_session=True)
+        yield GraphRagResponse("chunk", end_of_stream=True, end_of_session=True, outcome=progress.outcome)
 
     def _stages(self, question: str, collection: str, limits: RetrievalLimits | None,
                 recorder: ExplainRecorder | None, progress: _Progress) -> Iterator[GraphRagResponse]:
@@ -68,20 +73,18 @@ class GraphRag:
         graph = self.retriever.get_labelgraph(question, collection, limits)
         if recorder:
             yield self._explain(recorder.retrieval(len(graph.uri_map)))
-        if not graph.uri_map:
-            raise NoEdges(f"no facts in collection {collection!r} match the question")
         progress.stage = "selection"
         labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
-        chosen = parse_selection(self.llm.select(question, list(labeled.items())), labeled)
-        if not chosen:
-            raise NoSelection(f"the LLM's selection named none of the {len(labeled)} retrieved edges "
-                              "(no valid edge id in its reply)")
+        choice = choose_edges(self.llm, question, labeled, graph.relation_aliases)
         if recorder:
             yield self._explain(recorder.selection(
-                [(Triple(*graph.uri_map[edge_id]), reasoning) for edge_id, reasoning in chosen]))
+                [(Triple(*graph.uri_map[edge_id]), reasoning, by) for edge_id, reasoning, by in choice.edges],
+                selection_facts(choice)))
         progress.stage = "synthesis"
         pieces = []
-        for piece in self.llm.answer(question, [labeled[edge_id] for edge_id, _ in chosen]):
+        answer = self.llm.answer(question, [labeled[edge_id] for edge_id, _, _ in choice.edges]) if choice.edges \
+            else iter([NO_ANSWER])
+        for piece in answer:
             if piece:
                 pieces.append(piece)
                 yield GraphRagResponse("chunk", response=piece)
@@ -89,9 +92,10 @@ class GraphRag:
             raise LLMFailed("the LLM returned an empty answer")
         progress.stage = "answer"
         if recorder:
-            answer = recorder.answer("".join(pieces))
+            answer_iri = recorder.answer("".join(pieces), choice.outcome)
             progress.stage = "done"
-            yield self._explain(answer)
+            yield self._explain(answer_iri)
+        progress.outcome = choice.outcome
 
     def _check(self, question: str, collection: str) -> None:
         if not question:
@@ -124,6 +128,7 @@ class GraphRag:
 @dataclass
 class _Progress:
     stage: str = "session"
+    outcome: str | None = None  # "answered" or "no-answer" once the answer is complete
 
 
 def _failure_of(exc: Exception, stage: str) -> tuple[ErrorType, str]:

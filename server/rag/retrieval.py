@@ -28,7 +28,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pyoxigraph import NamedNode
@@ -73,6 +73,7 @@ class LabelGraph:
     uri_map: dict[str, tuple[Term, Term, Term]]  # edge id -> original terms (literals keep datatype/lang)
     seeds: list[NamedNode]
     sparql_executions: int
+    relation_aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # of the edges' relations
 
     @property
     def edge_ids(self) -> list[str]:
@@ -172,13 +173,15 @@ class Retriever:
     def _traverse(self, seed_tiers: list[list[NamedNode]], focus: list[NamedNode], collection: str,
                   limits: RetrievalLimits) -> tuple[list[tuple[Term, Term, Term]], int]:
         """Hop by hop from each tier of seeds in turn (exact matches before ranked ones), reading the
-        question's focus relations before the general hop; stops when ``max_subgraph_size`` is spent."""
+        question's focus relations first and the general hop only when they reach no new entity (a
+        hub's other edges would spend the budget the question's chain needs); stops when
+        ``max_subgraph_size`` is spent."""
         walk = _Walk(limits)
         graph = vocab.collection_graph(collection)
         executions = 0
         for tier in seed_tiers:
             frontier = walk.visit(tier)
-            for _hop in range(limits.max_path_length):
+            for hop in range(limits.max_path_length):
                 if not frontier or walk.full():
                     break
                 reached: list[NamedNode] = []
@@ -186,7 +189,7 @@ class Retriever:
                     reached += walk.read(self.store.query("rag_focus", values={"e": frontier, "p": focus},
                                                           default_graph=graph))
                     executions += 1
-                if not walk.full():
+                if not walk.full() and not (reached and hop):
                     reached += walk.read(self.store.query("rag_hop", values={"e": frontier}, limit=limits.triple_limit,
                                                           default_graph=graph))
                     executions += 1
@@ -211,5 +214,7 @@ class Retriever:
                 candidate = f"{base}-{suffix}"
             uri_map[candidate] = edge
             labeled.append(names)
+        aliases = self.index.relation_aliases(collection)
+        used = {p: aliases[p] for _, p, _ in labeled if p in aliases}
         return LabelGraph(labeled_edges=labeled, uri_map=uri_map, seeds=exact + ranked,
-                          sparql_executions=executions)
+                          sparql_executions=executions, relation_aliases=used)

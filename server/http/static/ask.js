@@ -62,6 +62,7 @@
       answer.textContent += message.response;
     }
     if (message.error) showError(`${message.error.type}: ${message.error.message}`);
+    if (message.outcome === "no-answer") answer.classList.add("no-answer");
     if (message.end_of_session) finish();
   }
 
@@ -90,6 +91,7 @@
     sessionIri = null;
     events.replaceChildren();
     answer.textContent = "";
+    answer.classList.remove("no-answer");
     errorBox.hidden = true;
     traceLink.hidden = true;
     live.hidden = false;

@@ -1,0 +1,138 @@
+"""The selection stage: the model's choice of edges, sized to its context, with the deterministic
+selector as the fallback when the model's choice is unusable.
+
+* **Fit the context**: edges are ranked by the deterministic selector (``chains.choose``'s ranking)
+  and cut into batches whose prompt fits ``llm.context_tokens`` (estimated at ``CHARS_PER_TOKEN``
+  characters a token, ``REPLY_TOKENS`` kept for the reply); at most ``MAX_BATCHES`` batches, the
+  lowest-ranked edges beyond them are trimmed. Batches' selections are merged in rank order. A
+  server that still refuses a prompt as too long gets the batch in halves (down to
+  ``MIN_BATCH`` edges).
+* **Fallback**: a reply that names no valid edge id (junk), a timeout or any other failure of a
+  selection call, or a refusal even at ``MIN_BATCH`` edges: the deterministic selector chooses
+  instead, and each of its edges says so.
+* **No answer**: a model that replies ``NONE`` (or nothing) for every batch, or a fallback that
+  finds nothing relevant: no edge is chosen, and the pipeline answers that the graph does not
+  answer the question.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+
+from server.rag import chains
+from server.rag.llm import LLM, MAX_SELECTED_EDGES, ContextTooLong, Edge, LLMError, render_prompt
+from server.rag.relations import Aliases
+from server.rag.selection import parse_selection
+
+log = logging.getLogger(__name__)
+
+CHARS_PER_TOKEN = 3  # a cautious estimate for JSON with hex ids and names (BPE tokenizers average ~4)
+REPLY_TOKENS = 1024  # kept free for the model's reply (MAX_SELECTED_EDGES JSONL lines)
+MAX_BATCHES = 4  # selection calls per question at most
+MIN_BATCH = 8  # edges: a prompt refused as too long is halved down to this size, then the fallback runs
+_NONE = re.compile(r"[\W_]*(none|nothing|no edges?)?[\W_]*", re.IGNORECASE)
+
+MODEL, FALLBACK = "model", "fallback"  # who chose an edge: the configured model, or the deterministic fallback
+
+
+@dataclass
+class Choice:
+    """The selected edges ``(edge id, reasoning, chosen by)`` and what the model was shown."""
+
+    edges: list[tuple[str, str, str]]
+    method: str  # MODEL or FALLBACK
+    fallback_reason: str | None = None
+    shown: int = 0  # edges the model's prompts held
+    batches: int = 0  # selection calls made
+    trimmed: int = 0  # retrieved edges left out of every prompt (ranked lowest)
+    prompt_tokens: int = 0  # the largest prompt, estimated
+    context_tokens: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        return "answered" if self.edges else "no-answer"
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens ``text`` takes at most, about: one per ``CHARS_PER_TOKEN`` UTF-8 bytes."""
+    return -(-len(text.encode()) // CHARS_PER_TOKEN)
+
+
+def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Aliases | None = None) -> Choice:
+    """The selection for ``question`` among the retrieved ``labeled`` edges (edge id -> labels);
+    ``aliases``: the other names of their relations."""
+    if not labeled:
+        return Choice([], MODEL, context_tokens=llm.context_tokens)
+    deterministic = chains.choose(question, list(labeled.items()), aliases)
+    batches, trimmed = _batches(question, [(i, labeled[i]) for i in deterministic.ranking], llm.context_tokens,
+                                aliases or {})
+    choice = Choice([], MODEL, trimmed=trimmed, context_tokens=llm.context_tokens)
+    picked: dict[str, str] = {}
+    failures: list[str] = []
+    said_none = 0
+    queue = list(batches)
+    while queue and choice.batches < MAX_BATCHES * 2:
+        batch = queue.pop(0)
+        prompt = render_prompt("select", question=question, edges=batch, max_edges=MAX_SELECTED_EDGES,
+                               aliases=aliases or {})
+        choice.batches += 1
+        try:
+            reply = llm.select(question, batch, aliases)
+        except ContextTooLong as exc:
+            if len(batch) >= 2 * MIN_BATCH:
+                half = len(batch) // 2
+                queue[:0] = [batch[:half], batch[half:]]
+                choice.notes.append(f"a prompt of {len(batch)} edges was refused as too long; halved")
+                continue
+            failures.append(f"the prompt was refused as too long even at {len(batch)} edges ({exc})")
+            break
+        except LLMError as exc:
+            failures.append(str(exc))
+            break
+        choice.shown += len(batch)
+        choice.prompt_tokens = max(choice.prompt_tokens, estimate_tokens(prompt))
+        found = parse_selection(reply, [i for i, _ in batch])
+        if found:
+            for edge_id, reasoning in found:
+                picked.setdefault(edge_id, reasoning)
+        elif _NONE.fullmatch(reply.strip().strip("`")):
+            said_none += 1
+        else:
+            failures.append(f"the model's reply named no valid edge id: {json.dumps(reply[:80], ensure_ascii=False)}")
+    if picked:
+        choice.edges = [(i, reason, MODEL) for i, reason in list(picked.items())[:MAX_SELECTED_EDGES]]
+        choice.notes += failures
+        return choice
+    if not failures:  # the model found nothing relevant in any batch: the graph does not answer it
+        return choice
+    reason = failures[0]
+    log.warning("selection falls back to the deterministic selector: %s", reason)
+    choice.method, choice.fallback_reason = FALLBACK, reason
+    choice.edges = [(i, f"Fallback ({reason}). {why}", FALLBACK) for i, why in deterministic.chosen]
+    return choice
+
+
+def _batches(question: str, ranked: list[tuple[str, Edge]], context: int | None,
+             aliases: Aliases) -> tuple[list[list[tuple[str, Edge]]], int]:
+    """``ranked`` edges cut into prompts that fit ``context`` (all in one without a limit), and how
+    many were trimmed past ``MAX_BATCHES``."""
+    if context is None:
+        return [ranked], 0
+    budget = context - REPLY_TOKENS - estimate_tokens(render_prompt("select", question=question, edges=[],
+                                                                    max_edges=MAX_SELECTED_EDGES, aliases=aliases))
+    batches: list[list[tuple[str, Edge]]] = []
+    used = 0
+    for item in ranked:
+        edge_id, (s, p, o) = item
+        cost = estimate_tokens(json.dumps({"id": edge_id, "s": s, "p": p, "o": o}, ensure_ascii=False) + "\n")
+        if not batches or used + cost > budget:
+            if len(batches) == MAX_BATCHES:
+                return batches, len(ranked) - sum(len(b) for b in batches)
+            batches.append([])
+            used = 0
+        batches[-1].append(item)
+        used += cost
+    return batches, 0

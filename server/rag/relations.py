@@ -1,0 +1,155 @@
+"""How strongly a question word asks for a relation: by its letters first, by meaning second.
+
+A *mention* is a content word of the question outside the entity names it contains. It matches a
+relation label lexically (1.0) when a word of the label shares its lemma or a stem with it
+("acted" ~ "starred actors", "directors" ~ "directed by", "screenwriter" ~ "written by": the
+compound's "writer"), and semantically otherwise: the cosine of the word's vector and the label's
+(or one of the label's words'), counted from ``SEMANTIC_FLOOR`` ("wrote" ~ "written by" 0.71,
+"money" ~ "currency" 0.43; "film" ~ "starred actors" 0.34 is noise that the path scores of
+``server.rag.chains`` outweigh).
+
+A relation's other names (``skos:altLabel`` in the graph, ``Aliases``: relation label -> names)
+are matched like its label: "what kind of film is X" asks for ``has genre`` when the vocabulary
+says that a genre is also a "kind". A one-word alias that is a stopword ("about") makes that word a
+mention (``alias_words``).
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from server.rag.embeddings import embedder
+from server.rag.text import STOPWORDS, WORD, fold, lemma, term_words
+
+SEMANTIC_FLOOR = 0.3  # below it a similarity counts as no match
+STEM_AGREEMENT = 0.3  # similarity that confirms a match by stem ("acted" ~ "actor" 0.43, "popular" ~ "population" 0.11)
+STEM = 4  # letters two words must share from their start to match by stem ("writ"er ~ "writ"ten)
+_CACHE_SIZE = 20_000  # text -> vector entries kept across questions (relation labels repeat)
+
+Aliases = Mapping[str, tuple[str, ...]]  # relation label -> its other names (skos:altLabel)
+
+
+@dataclass(frozen=True)
+class Mention:
+    position: int  # index among the question's words
+    word: str  # as the question spells it
+    lemma: str
+
+
+def stem_match(word: str, other: str) -> bool:
+    """Same lemma, one a short whole prefix of the other ("act" ~ "actor"), a shared stem of
+    ``STEM`` letters between words of five letters or more, or the same after a compound's head
+    ("screenwriter" ~ "written")."""
+    if word == other:
+        return True
+    if _prefix_match(word, other):
+        return True
+    return any(_prefix_match(word[cut:], other) for cut in range(3, len(word) - STEM + 1))
+
+
+def _prefix_match(a: str, b: str) -> bool:
+    shorter = min(len(a), len(b))
+    if shorter < 3:
+        return False
+    common = 0
+    while common < shorter and a[common] == b[common]:
+        common += 1
+    return common == shorter or (common >= STEM and shorter >= 5)
+
+
+class _Vectors:
+    """An LRU of text vectors shared by every question of the process."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, texts: list[str]) -> dict[str, np.ndarray]:
+        with self._lock:
+            found = {t: self._entries[t] for t in texts if t in self._entries}
+            for text in found:
+                self._entries.move_to_end(text)
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            fresh = dict(zip(missing, embedder().embed(missing), strict=True))
+            with self._lock:
+                self._entries.update(fresh)
+                while len(self._entries) > _CACHE_SIZE:
+                    self._entries.popitem(last=False)
+            found.update(fresh)
+        return found
+
+
+_VECTORS = _Vectors()
+
+
+def relation_matches(mentions: list[Mention], relations: list[str],
+                     aliases: Aliases | None = None) -> dict[str, list[float]]:
+    """For each relation label, one strength per mention (0 when it does not match), against the
+    label and the relation's ``aliases``."""
+    names = {relation: _names(relation, (aliases or {}).get(relation, ())) for relation in relations}
+    texts = [m.word.casefold() for m in mentions]
+    for _, phrases in names.values():
+        texts.extend(phrases)
+    vectors = _VECTORS.get(texts) if mentions and relations else {}
+    result: dict[str, list[float]] = {}
+    for relation, (lemmas, phrases) in names.items():
+        strengths = []
+        for mention in mentions:
+            own = vectors[mention.word.casefold()]
+            if any(stem_match(mention.lemma, other) and (mention.lemma == other or _agree(own, other))
+                   for other in lemmas):
+                strengths.append(1.0)
+                continue
+            similarity = max(float(own @ vectors[phrase]) for phrase in phrases)
+            strengths.append(round(similarity, 3) if similarity >= SEMANTIC_FLOOR else 0.0)
+        result[relation] = strengths
+    return result
+
+
+def _agree(vector: np.ndarray, other: str) -> bool:
+    """A stem match that the meanings confirm: "popular" shares "popul" with "population", not its sense."""
+    return float(vector @ _VECTORS.get([other])[other]) >= STEM_AGREEMENT
+
+
+def _names(relation: str, aliases: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The lemmas a mention matches lexically (the content words of the label and aliases, and each
+    one-word alias), and the texts it is compared to by meaning (each name whole, and its words)."""
+    lemmas: list[str] = []
+    phrases: list[str] = []
+    for name in (relation, *aliases):
+        content = list(term_words(name))
+        lemmas += content
+        lemmas += [lemma(name)] if len(WORD.findall(name)) == 1 and not content else []
+        phrases += [" ".join(content) or name.casefold(), *content]
+    return list(dict.fromkeys(lemmas)), list(dict.fromkeys(phrases))
+
+
+def alias_words(aliases: Aliases) -> frozenset[str]:
+    """The one-word aliases, folded: question words that ask for a relation even when they are
+    stopwords ("about")."""
+    return frozenset(fold(alias) for names in aliases.values() for alias in names if len(WORD.findall(alias)) == 1)
+
+
+def mention_of(position: int, word: str) -> Mention:
+    return Mention(position, word, lemma(word))
+
+
+def relation_lemmas(relations: list[str], aliases: Aliases | None = None) -> frozenset[str]:
+    """Every lemma a question word matches relations by lexically (labels and aliases)."""
+    return frozenset(w for relation in relations for w in _names(relation, (aliases or {}).get(relation, ()))[0])
+
+
+def weak_name(surface: str, label: str, lemmas: frozenset[str]) -> bool:
+    """Whether the question's words ``surface``, spelling out the node ``label``, more likely ask for
+    something else than name that node: only stopwords ("What?"), only relation words ("director",
+    "actors": a tag of those words), or written in lower case for a capitalized label ("fall" for the
+    film "Fall"). Such a node is an anchor or a seed only after the others."""
+    content = [lemma(w) for w in WORD.findall(surface) if fold(w) not in STOPWORDS]
+    if not content or all(any(stem_match(w, other) for other in lemmas) for w in content):
+        return True
+    return not any(c.isupper() for c in surface) and any(c.isupper() for c in label)
