@@ -206,7 +206,7 @@ def cmd_load(args: argparse.Namespace, config: Config) -> int:
 def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     from server.cli.ingest import run_ingest
 
-    return run_ingest(args, config, _open(config, sample=True))
+    return run_ingest(args, config, lambda: _open(config, sample=True))
 
 
 def cmd_documents(args: argparse.Namespace, config: Config) -> int:

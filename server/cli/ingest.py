@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tqdm import tqdm
@@ -25,9 +26,9 @@ from server.store import GraphStore
 MAX_WARNINGS_SHOWN = 5  # per file; the rest are counted
 
 
-def read_files(paths: list[str], limit: int) -> list[tuple[str, bytes]]:
-    """Each file's bytes, every one checked readable as a document first (exit 1 on the first bad one)."""
-    files = []
+def check_files(paths: list[str], limit: int) -> None:
+    """Every file readable as a document within ``limit`` bytes, before anything is written (exit 1 on the
+    first bad one). The bytes are read again when each file is ingested: a batch is not held in memory."""
     for name in paths:
         path = Path(name)
         if not path.is_file():
@@ -36,17 +37,15 @@ def read_files(paths: list[str], limit: int) -> list[tuple[str, bytes]]:
         if size > limit:
             raise CliError(f"{name}: {size} bytes, over the limit of {limit} bytes (GLASSGRAPH_MAX_DOCUMENT); "
                            "nothing was ingested")
-        data = path.read_bytes()
         try:
-            read_document(data, name=path.name)
+            read_document(path.read_bytes(), name=path.name)
         except (UnsupportedDocument, UnreadableDocument) as exc:
             raise type(exc)(f"{name}: {exc.message}; nothing was ingested") from None
-        files.append((name, data))
-    return files
 
 
-def run_ingest(args: argparse.Namespace, config: Config, store: GraphStore) -> int:
-    """Ingest ``args.files`` into ``args.collection``; prints one line per file and a summary."""
+def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[], GraphStore]) -> int:
+    """Ingest ``args.files`` into ``args.collection``; prints one line per file and a summary. The
+    arguments, the files and the LLM's settings are checked before the store is opened."""
     if args.title and len(args.files) > 1:
         args.command_parser.error("--title names one document: give one file with it")
     try:
@@ -54,7 +53,7 @@ def run_ingest(args: argparse.Namespace, config: Config, store: GraphStore) -> i
                                 workers=args.workers, replace=args.replace)
     except ValueError as exc:
         args.command_parser.error(str(exc))
-    files = read_files(args.files, config.max_document_bytes)
+    check_files(args.files, config.max_document_bytes)
     from server.rag.llm import LLMError
     from server.rag.providers import make_extractor
 
@@ -65,13 +64,14 @@ def run_ingest(args: argparse.Namespace, config: Config, store: GraphStore) -> i
     if llm is None:
         print("note: no LLM configured (GLASSGRAPH_LLM=offline): documents are stored and their chunks linked to "
               "the entities they mention; no new relationships are extracted", file=sys.stderr)
+    store = open_store()
     ingester = Ingester(store, LabelIndex(store), llm)
-    done_before = sum(existing_document(store, args.collection, document_id(data)[0]) is not None
-                      for _, data in files)
-    if done_before and done_before < len(files) and not args.replace:
-        print(f"resuming: {done_before} of {len(files)} file(s) are already in collection {args.collection!r}",
+    done_before = sum(existing_document(store, args.collection, document_id(Path(name).read_bytes())[0]) is not None
+                      for name in args.files)
+    if done_before and done_before < len(args.files) and not args.replace:
+        print(f"resuming: {done_before} of {len(args.files)} file(s) are already in collection {args.collection!r}",
               file=sys.stderr)
-    reports = [_ingest_one(ingester, name, data, args, options) for name, data in files]
+    reports = [_ingest_one(ingester, name, Path(name).read_bytes(), args, options) for name in args.files]
     new = [r for r in reports if not r.unchanged]
     print(f"ingested {len(new)} document(s) into collection {args.collection!r}: {sum(r.chunks for r in new)} "
           f"chunks, {sum(r.facts for r in new)} facts, {sum(r.mentions for r in new)} mentions"

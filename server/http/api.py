@@ -13,6 +13,7 @@ from server.errors import (
     BadRequest,
     Busy,
     ContentTooLarge,
+    LLMFailed,
     NotAcceptable,
     NotFound,
     UnsupportedMediaType,
@@ -23,6 +24,7 @@ from server.http.keepalive import with_keepalive
 from server.http.negotiation import GRAPH_MEDIA, negotiate
 from server.http.params import int_parameter, iri_parameter
 from server.http.responses import rdf_response
+from server.rag.llm import LLMError
 from server.rag.messages import GraphRagResponse
 from server.rag.pipeline import GraphRag, make_graph_rag
 from server.rag.retrieval import RetrievalLimits
@@ -57,8 +59,11 @@ def pipeline(app: Flask) -> GraphRag:
     with _pipeline_lock:
         rag = app.extensions.get("glassgraph.rag")
         if rag is None:
-            rag = app.extensions["glassgraph.rag"] = make_graph_rag(app.extensions["glassgraph.store"],
-                                                                    app.config["GLASSGRAPH"])
+            try:
+                rag = make_graph_rag(app.extensions["glassgraph.store"], app.config["GLASSGRAPH"])
+            except (LLMError, ValueError) as exc:  # e.g. GLASSGRAPH_LLM=openai with no key and no base URL
+                raise LLMFailed(f"cannot set up the LLM: {exc}") from None
+            app.extensions["glassgraph.rag"] = rag
         return rag
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
 
-from server.errors import BadRequest, ContentTooLarge, NotFound
+from server.errors import BadRequest, ContentTooLarge, LLMFailed, NotFound
 from server.http.api import pipeline
 from server.http.context import current_config, current_store, require_write_access
 from server.ingest.catalog import delete_document, document_of_id, existing_document, list_documents
 from server.ingest.documents import Ingester, IngestOptions, document_id
 from server.ingest.formats import read_document
 from server.ingest.jobs import IngestJobs, Job
+from server.rag.llm import LLMError
 from server.rag.providers import make_extractor
 
 blueprint = Blueprint("documents", __name__)
@@ -25,21 +26,42 @@ MAX_CHUNK_SIZE = 1_000_000
 
 
 def _jobs(app: Flask) -> IngestJobs:
-    """The app's ingest queue, sharing the pipeline's label index (one index per collection in memory)."""
+    """The app's ingest queue, sharing the pipeline's label index (one index per collection in memory),
+    made by the first upload: an LLM that cannot be set up is a 502 naming the setting."""
     jobs = app.extensions.get("glassgraph.ingest")
     if jobs is None:
-        rag = pipeline(app)
+        try:
+            rag = pipeline(app)
+            extractor = make_extractor(app.config["GLASSGRAPH"])
+        except (LLMError, ValueError) as exc:
+            raise LLMFailed(f"cannot set up the LLM: {exc}") from None
         jobs = app.extensions.setdefault("glassgraph.ingest", IngestJobs(
-            Ingester(rag.store, rag.retriever.index, make_extractor(app.config["GLASSGRAPH"]))))
+            Ingester(rag.store, rag.retriever.index, extractor)))
     return jobs
 
 
+def _queued(collection: str) -> list[Job]:
+    """The jobs of ``collection`` (none before the first upload: reading needs no LLM)."""
+    jobs: IngestJobs | None = current_app.extensions.get("glassgraph.ingest")
+    return jobs.of_collection(collection) if jobs is not None else []
+
+
+def _queued_job(collection: str, doc_id: str) -> Job | None:
+    jobs: IngestJobs | None = current_app.extensions.get("glassgraph.ingest")
+    return jobs.get(collection, doc_id) if jobs is not None else None
+
+
 def _collection(name: str, must_exist: bool = True) -> str:
+    """``name``, checked; with ``must_exist``, 404 unless it holds data or has documents on the way.
+
+    The queue is read before the store in this module: a job leaves the queue only after its document
+    is committed, so a document is always found in one or the other."""
+    store = current_store()
     try:
-        exists = current_store().has_collection(name)
+        store.check_collection(name)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    if must_exist and not exists and not _jobs(current_app).of_collection(name):
+    if must_exist and not _queued(name) and not store.has_collection(name):
         raise NotFound(f"no collection {name!r}")
     return name
 
@@ -107,19 +129,21 @@ def ingest(collection: str) -> Response:
 def documents(collection: str) -> Response:
     """Documents in the store (``ingested``), then those queued, running or failed."""
     _collection(collection)
+    jobs = _queued(collection)
     listed = [{**doc, "status": "ingested", "error": None} for doc in list_documents(current_store(), collection)]
-    listed += [job.to_dict() for job in _jobs(current_app).of_collection(collection)]
+    stored = {doc["id"] for doc in listed}  # a job whose document was just committed is listed once
+    listed += [job.to_dict() for job in jobs if job.id not in stored]
     return jsonify(collection=collection, documents=listed)
 
 
 @blueprint.route("/api/collections/<collection>/documents/<doc_id>", methods=["GET"])
 def document(collection: str, doc_id: str) -> Response:
     _collection(collection)
+    job = _queued_job(collection, doc_id)
     doc = document_of_id(doc_id)
     found = list_documents(current_store(), collection, doc) if doc is not None else []
     if found:
         return jsonify({**found[0], "status": "ingested", "error": None})
-    job = _jobs(current_app).get(collection, doc_id)
     if job is None:
         raise NotFound(f"no document {doc_id!r} in collection {collection!r}")
     return jsonify(job.to_dict())

@@ -35,9 +35,10 @@ class Job:
     chunks_done: int = 0
 
     def to_dict(self) -> dict:
+        """The fields of a listed document (pages and facts are known once it is ingested), and progress."""
         return {"id": self.id, "collection": self.collection, "title": self.title, "media_type": self.media_type,
-                "status": self.status, "error": self.error, "submitted": self.submitted, "chunks": self.chunks,
-                "chunks_done": self.chunks_done}
+                "status": self.status, "error": self.error, "submitted": self.submitted, "pages": None,
+                "chunks": self.chunks, "facts": None, "chunks_done": self.chunks_done}
 
 
 class IngestJobs:
