@@ -153,3 +153,22 @@ def test_head_answers_gets_headers_without_a_body(server: LiveServer, accept: st
         assert head.status_code == got.status_code == 200 and head.content == b""
         assert {k: v for k, v in head.headers.items() if k != "Date"} == \
                {k: v for k, v in got.headers.items() if k != "Date"}
+
+
+@pytest.mark.parametrize("path", ['/store/a"b', "/store/a{b}", "/store/a%ZZ", "/store/a<b>", "/store/a`b"])
+@pytest.mark.parametrize("method", ["GET", "HEAD", "DELETE"])
+def test_a_store_url_that_is_no_iri_is_a_400_not_a_500(server: LiveServer, path: str, method: str) -> None:
+    """The path as sent, with characters no IRI may hold (http.client sends it unencoded, as curl -g does)."""
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        connection.putrequest(method, path, skip_accept_encoding=True)
+        connection.putheader("Authorization", AUTH["Authorization"])
+        connection.endheaders()
+        response = connection.getresponse()
+        body = response.read()
+    finally:
+        connection.close()
+    assert response.status in (400, 404), (response.status, body)  # a bad request line may stop in werkzeug
+    assert b"Traceback" not in body

@@ -40,7 +40,10 @@ def _target() -> NamedNode | DefaultGraph:
         if graphs or default:
             raise BadRequest(f"a request to a graph's own URL under {STORE_PATH}/ names no other graph "
                              "(?graph= and ?default are for /store itself)")
-        return NamedNode(request_iri())
+        try:
+            return NamedNode(request_iri())
+        except ValueError as error:  # characters no IRI may hold, sent unencoded ("/store/a\"b")
+            raise BadRequest(f"the request URL is not an IRI, so it names no graph ({error})") from None
     if default == bool(graphs) or len(graphs) > 1:
         raise BadRequest("name exactly one graph: ?graph=<IRI> or ?default, or use the graph's own URL under "
                          f"{STORE_PATH}/")
