@@ -335,3 +335,19 @@ def test_replace_extracts_a_document_again(store: GraphStore, scripted_llm: Scri
     assert (redone.id, redone.facts, redone.unchanged, redone.revision_of) == (offline.id, 2, False, [])
     documents = list_documents(store, "again")
     assert [(d["id"], d["facts"], d["model"]) for d in documents] == [(offline.id, 2, "scripted-model")]
+
+
+def test_documents_that_would_amplify_are_refused_before_anything_is_stored(store: GraphStore) -> None:
+    from server.errors import LimitExceeded
+    from server.ingest.documents import MAX_CHUNKS, MAX_PAGES
+
+    ingester = Ingester(store, LabelIndex(store), None)
+    headings = "".join(f"# s{n}\n" for n in range(MAX_PAGES + 1)).encode()
+    with pytest.raises(LimitExceeded, match=f"more than the {MAX_PAGES}"):
+        ingester.ingest(headings, "amp", name="many.md")
+    with pytest.raises(LimitExceeded, match=f"more than {MAX_CHUNKS} chunks of 1 characters"):
+        ingester.ingest(b"a " * (MAX_CHUNKS + 1), "amp", name="tiny.txt", options=IngestOptions(chunk_size=1,
+                                                                                               chunk_overlap=0))
+    with pytest.raises(ValueError, match="at most half the chunk size"):
+        IngestOptions(chunk_size=10_000, chunk_overlap=9_999)
+    assert len(store) == 0

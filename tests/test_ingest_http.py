@@ -468,3 +468,14 @@ def test_polls_racing_the_commit_find_each_document_once(server: LiveServer, sto
         poller.join(timeout=30)
     assert problems == []
     assert sorted(d["id"] for d in listed(server)) == sorted(ids)
+
+
+def test_a_document_over_the_page_limit_is_refused_before_it_is_queued(server: LiveServer) -> None:
+    from server.ingest.documents import MAX_PAGES
+
+    headings = "".join(f"<h1>s{n}</h1>" for n in range(MAX_PAGES + 1)).encode()
+    response = requests.post(f"{server.url}/api/collections/amp/documents", data=headings, timeout=60,
+                             headers={"Content-Type": "text/html", **AUTH})
+    assert response.status_code == 422, response.text
+    assert f"more than the {MAX_PAGES}" in response.json()["error"]["message"]
+    assert requests.get(f"{server.url}/api/collections/amp/documents", timeout=30).status_code == 404

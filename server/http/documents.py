@@ -14,7 +14,7 @@ from server.errors import BadRequest, ContentTooLarge, LLMFailed, NotFound
 from server.http.api import pipeline
 from server.http.context import current_config, current_store, require_write_access
 from server.ingest.catalog import delete_document, document_of_id, existing_document, list_documents
-from server.ingest.documents import Ingester, IngestOptions, document_id
+from server.ingest.documents import Ingester, IngestOptions, chunk_spans, document_id
 from server.ingest.formats import read_document
 from server.ingest.jobs import IngestJobs, Job
 from server.rag.llm import LLMError
@@ -117,6 +117,7 @@ def ingest(collection: str) -> Response:
         return jsonify(id=doc_id, status="unchanged", url=url,
                        message="the same bytes are already in this collection: nothing was ingested")
     document = read_document(data, declared, name)
+    chunk_spans(document, options)  # a document over the limits is refused now, not after its 202
     job = _jobs(current_app).submit(Job(doc_id, collection, options.title or document.title or name,
                                         document.media_type), data, declared, name, options)
     response = jsonify(id=doc_id, status=job.status, url=url)

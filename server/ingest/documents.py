@@ -17,17 +17,19 @@ from pathlib import PurePath
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
-from server.errors import LLMFailed
+from server.errors import LimitExceeded, LLMFailed
 from server.ingest.catalog import delete_document, existing_document
-from server.ingest.chunking import split
+from server.ingest.chunking import Span, split
 from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all, prompt_versions
 from server.ingest.facts import FactBuilder
-from server.ingest.formats import Document, read_document
+from server.ingest.formats import Document, Page, read_document
 from server.rag.label_index import LabelIndex
 from server.store import GraphStore
 from server.vocab import DC, PROV, RDFS, TG
 
 ID_LENGTH = 20  # hex digits of the sha256 in a document's IRI
+MAX_PAGES = 10_000  # per document, in every format: 200 KB of '<h1>a</h1>' made 20,000 pages (+770 MB)
+MAX_CHUNKS = 20_000  # per document: 40 MB of text at the default size; chunk size 1 made 100,000 (+1.7 GB)
 EXTRACTOR = "kg-extract (relationships, definitions)"
 MENTIONS_ONLY = "kg-extract (label mentions only: no LLM configured)"
 
@@ -45,6 +47,9 @@ class IngestOptions:
     def __post_init__(self) -> None:
         """ValueError for settings that cannot work (the splitter's own rule for size and overlap)."""
         split("", self.chunk_size, self.chunk_overlap)
+        if self.chunk_overlap > self.chunk_size // 2:  # else the chunks' text grows with size x length
+            raise ValueError(f"chunk overlap must be at most half the chunk size ({self.chunk_size // 2}), "
+                             f"not {self.chunk_overlap}")
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, not {self.workers}")
 
@@ -77,6 +82,22 @@ class _Chunk:
     text: str
     mentions: list[NamedNode] = field(default_factory=list)
     facts: list[Triple] = field(default_factory=list)
+
+
+def chunk_spans(document: Document, options: IngestOptions) -> list[tuple[Page, int, Span]]:
+    """``(page, chunk index from 1, span)`` of every chunk of ``document``; LimitExceeded (422) past
+    ``MAX_PAGES`` pages or ``MAX_CHUNKS`` chunks, before any chunk is stored or sent to an LLM."""
+    if len(document.pages) > MAX_PAGES:
+        raise LimitExceeded(f"the document has {len(document.pages)} pages (sections), more than the {MAX_PAGES} "
+                            "one document may have")
+    found: list[tuple[Page, int, Span]] = []
+    for page in document.pages:
+        found += [(page, index, span) for index, span in
+                  enumerate(split(page.text, options.chunk_size, options.chunk_overlap), start=1)]
+        if len(found) > MAX_CHUNKS:
+            raise LimitExceeded(f"the document makes more than {MAX_CHUNKS} chunks of {options.chunk_size} "
+                                "characters: split it, or use a larger --chunk-size")
+    return found
 
 
 def document_id(data: bytes) -> tuple[str, str]:
@@ -134,10 +155,9 @@ class Ingester:
 
     def _chunks(self, document: Document, options: IngestOptions, collection: str) -> list[_Chunk]:
         chunks = []
-        for page in document.pages:
-            for index, span in enumerate(split(page.text, options.chunk_size, options.chunk_overlap), start=1):
-                text = page.text[span.offset:span.offset + span.length]
-                chunks.append(_Chunk(page.number, index, span.offset, text, self.index.mentioned(text, collection)))
+        for page, index, span in chunk_spans(document, options):
+            text = page.text[span.offset:span.offset + span.length]
+            chunks.append(_Chunk(page.number, index, span.offset, text, self.index.mentioned(text, collection)))
         return chunks
 
     def _extract(self, chunks: list[_Chunk], collection: str, options: IngestOptions, report: IngestReport,
