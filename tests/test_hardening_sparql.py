@@ -382,7 +382,7 @@ def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(sto
     from server import vocab
 
     notified: list[str] = []
-    store.add_load_listener(notified.append)
+    store.add_load_listener(lambda collection, added_labels: notified.append(collection))
     store.extend([Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal(1), vocab.collection_graph(name))
                   for name in ("default", "movies")])
     server = serve(store, token=TOKEN)

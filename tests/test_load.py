@@ -48,7 +48,7 @@ def content(store: GraphStore) -> set[Quad]:
 def test_each_format_loads_into_the_collection(store: GraphStore, tmp_path: Path, fmt: RdfFormat, gz: bool) -> None:
     path = write(tmp_path / "data", fmt, gz)
     loaded: list[str] = []
-    store.add_load_listener(loaded.append)
+    store.add_load_listener(lambda collection, added_labels: loaded.append(collection))
     graph = vocab.collection_graph("docs")
     expected = {Quad(t.subject, t.predicate, t.object, graph) for t in TRIPLES}
     if fmt != RdfFormat.RDF_XML:  # RDF/XML cannot write triple terms
