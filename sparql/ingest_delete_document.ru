@@ -1,10 +1,11 @@
 # Deletes one document from a collection, in one update (all of it or nothing):
 #   1. the facts of its subgraphs that no other subgraph of the collection contains (a fact another document
-#      also states stays),
-#   2. the rdfs:labels of the terms those facts used that the collection graph no longer uses,
+#      also states stays) and that the collection did not hold before the ingest with no provenance (tg:kept:
+#      loaded as RDF),
+#   2. the rdfs:labels it wrote (tg:labelled) of terms that the collection graph no longer uses,
 #   3. its librarian text (document, pages, chunks) unless another collection holds the same document,
-#   4. its provenance: the document, its pages, chunks, subgraphs and ingest activity,
-#   5. software agents no activity of the collection refers to any more.
+#   4. its software agent, unless another activity of the collection refers to it,
+#   5. its provenance: the document, its pages, chunks, subgraphs and ingest activity.
 # Parameters: VALUES (?doc ?kg ?src) { } one row: the document, the collection graph and its source graph
 # (every block below is filled with that row).
 # LATERAL evaluates each group with ?doc bound. Without it a group is evaluated on its own before the join:
@@ -32,21 +33,14 @@ WHERE {
       }
     }
   }
+  LATERAL { FILTER NOT EXISTS { GRAPH ?src { ?anyActivity tg:kept ?fact } } }
   BIND(SUBJECT(?fact) AS ?s) BIND(PREDICATE(?fact) AS ?p) BIND(OBJECT(?fact) AS ?o)
 } ;
 
 DELETE { GRAPH ?kg { ?term rdfs:label ?label } }
 WHERE {
   VALUES (?doc ?kg ?src) { }
-  LATERAL {
-    GRAPH ?src {
-      ?page prov:wasDerivedFrom ?doc . ?chunk prov:wasDerivedFrom ?page . ?sg prov:wasDerivedFrom ?chunk ; tg:contains ?fact .
-      FILTER(isTRIPLE(?fact))
-    }
-  }
-  VALUES ?position { 1 2 3 }
-  BIND(IF(?position = 1, SUBJECT(?fact), IF(?position = 2, PREDICATE(?fact), OBJECT(?fact))) AS ?term)
-  FILTER(isIRI(?term))
+  LATERAL { GRAPH ?src { ?activity prov:used ?doc ; tg:labelled ?term } }
   LATERAL {
     GRAPH ?kg {
       ?term rdfs:label ?label .
@@ -69,6 +63,18 @@ WHERE {
   GRAPH <urn:trustgraph:graph:librarian> { ?node ?p ?o }
 } ;
 
+DELETE { GRAPH ?src { ?agent ?p ?o } }
+WHERE {
+  VALUES (?doc ?kg ?src) { }
+  LATERAL {
+    GRAPH ?src {
+      ?activity prov:used ?doc ; prov:wasAssociatedWith ?agent .
+      FILTER NOT EXISTS { ?otherActivity prov:wasAssociatedWith ?agent . FILTER(?otherActivity != ?activity) }
+      ?agent ?p ?o .
+    }
+  }
+} ;
+
 DELETE { GRAPH ?src { ?node ?p ?o } }
 WHERE {
   VALUES (?doc ?kg ?src) { }
@@ -80,13 +86,4 @@ WHERE {
     UNION { GRAPH ?src { ?node prov:used ?doc ; a prov:Activity } }
   }
   GRAPH ?src { ?node ?p ?o }
-} ;
-
-DELETE { GRAPH ?src { ?agent ?p ?o } }
-WHERE {
-  VALUES (?doc ?kg ?src) { }
-  GRAPH ?src {
-    ?agent a prov:Agent ; ?p ?o .
-    FILTER NOT EXISTS { ?activity prov:wasAssociatedWith ?agent }
-  }
 }

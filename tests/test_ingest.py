@@ -351,3 +351,25 @@ def test_documents_that_would_amplify_are_refused_before_anything_is_stored(stor
     with pytest.raises(ValueError, match="at most half the chunk size"):
         IngestOptions(chunk_size=10_000, chunk_overlap=9_999)
     assert len(store) == 0
+
+
+def test_deleting_a_document_keeps_what_was_loaded_as_rdf_before_it(store: GraphStore,
+                                                                    scripted_llm: ScriptedLLM) -> None:
+    """A fact, labels and an agent loaded as RDF stay when two documents that state the fact are deleted."""
+    from pyoxigraph import Quad
+
+    knowledge, source = vocab.collection_graph("movies"), vocab.source_graph("movies")
+    lisbon, porto, relation = vocab.entity_iri("Lisbon"), vocab.entity_iri("Porto"), vocab.relation_iri(PREDICATE)
+    curator = NamedNode("urn:example:curator")
+    loaded = [Quad(lisbon, relation, porto, knowledge), Quad(lisbon, RDFS.label, Literal("Lisbon"), knowledge),
+              Quad(porto, RDFS.label, Literal("Porto"), knowledge),
+              Quad(relation, RDFS.label, Literal(PREDICATE), knowledge),
+              Quad(curator, RDF.type, PROV.Agent, source), Quad(curator, RDFS.label, Literal("Curator"), source)]
+    store.extend(loaded)
+    before = sorted(map(str, store.quads()))
+    ingester = Ingester(store, LabelIndex(store), extraction_llm(scripted_llm))
+    one = ingester.ingest(b"Lisbon and Porto and Braga are cities.", "movies", name="one.txt")
+    two = ingester.ingest(b"Lisbon and Porto are cities.", "movies", name="two.txt")
+    assert delete_document(store, "movies", NamedNode(one.iri))
+    assert delete_document(store, "movies", NamedNode(two.iri))
+    assert sorted(map(str, store.quads())) == before

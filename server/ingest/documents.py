@@ -219,14 +219,29 @@ class Ingester:
         return quads
 
     def _knowledge_quads(self, chunks: list[_Chunk], labels: dict[NamedNode, str], report: IngestReport) -> list[Quad]:
-        """The facts of every chunk, once each, and the labels of the terms they introduce."""
-        knowledge = vocab.collection_graph(report.collection)
+        """The facts of every chunk, once each, and the labels of the terms they introduce; the activity
+        records which labels it wrote (``tg:labelled``) and which facts the collection already held with
+        no provenance (``tg:kept``, loaded as RDF): deleting the document takes neither of those."""
+        knowledge, source = vocab.collection_graph(report.collection), vocab.source_graph(report.collection)
+        activity = vocab.activity_iri(report.id)
         facts = list(dict.fromkeys(fact for chunk in chunks for fact in chunk.facts))
         report.facts = len(facts)
         used = {term for fact in facts for term in (fact.subject, fact.predicate, fact.object)}
         quads = [Quad(fact.subject, fact.predicate, fact.object, knowledge) for fact in facts]
-        quads += [Quad(term, RDFS.label, Literal(name), knowledge) for term, name in labels.items() if term in used]
+        quads += [Quad(activity, TG.kept, fact, source) for fact in facts
+                  if self._loaded_as_rdf(fact, knowledge, source)]
+        for term, name in labels.items():
+            if term in used:
+                quads += [Quad(term, RDFS.label, Literal(name), knowledge), Quad(activity, TG.labelled, term, source)]
         return quads
+
+    def _loaded_as_rdf(self, fact: Triple, knowledge: NamedNode, source: NamedNode) -> bool:
+        """Whether the collection holds ``fact`` already, and either no document's subgraph states it or
+        an earlier ingest found it so."""
+        if next(self.store.quads(fact.subject, fact.predicate, fact.object, knowledge), None) is None:
+            return False
+        return (next(self.store.quads(None, TG.contains, fact, None), None) is None
+                or next(self.store.quads(None, TG.kept, fact, source), None) is not None)
 
     def _agent(self) -> tuple[NamedNode, str]:
         if self.llm is None:
