@@ -172,3 +172,15 @@ def test_a_store_url_that_is_no_iri_is_a_400_not_a_500(server: LiveServer, path:
         connection.close()
     assert response.status in (400, 404), (response.status, body)  # a bad request line may stop in werkzeug
     assert b"Traceback" not in body
+
+
+def test_deeply_nested_triple_terms_in_a_graph_body_are_a_400_before_the_parser(server: LiveServer,
+                                                                                 store: GraphStore) -> None:
+    """100,000 nested triple terms (2.4 MB) crashed the server inside the parser; now the bytes are read first."""
+    depth = 100_000
+    body = "<urn:a> <urn:p> " + "<<( <urn:a> <urn:p> " * depth + '"x"' + " )>>" * depth + " .\n"
+    response = requests.put(f"{server.url}/store?graph=urn:deep", data=body.encode(), timeout=60,
+                            headers={"Content-Type": "text/turtle", **AUTH})
+    assert response.status_code == 400 and "levels deep" in response.text
+    assert requests.get(f"{server.url}/healthz", timeout=30).status_code == 200
+    assert not store.has_graph(NamedNode("urn:deep"))

@@ -12,6 +12,7 @@ anything is written, and each write is one atomic update, so a bad body writes n
 """
 from __future__ import annotations
 
+import re
 import uuid
 from itertools import islice
 from urllib.parse import quote
@@ -80,6 +81,9 @@ def _parse_document(document: Document, base: str) -> list[Triple]:
     if fmt is None:
         raise UnsupportedMediaType(f"unsupported Content-Type {media or '(none)'}{label}: send Turtle, N-Triples, "
                                    "RDF/XML, JSON-LD, TriG or N-Quads (or multipart/form-data of those)")
+    if _marker_depth(document.data) > MAX_NESTING:  # the parser recurses: 100,000 levels crashed the server
+        raise BadRequest(f"the body{label} nests triple terms more than {MAX_NESTING} levels deep; nothing was "
+                         "written")
     try:
         quads = list(parse(document.data, format=fmt, base_iri=base, rename_blank_nodes=True))
     except (SyntaxError, ValueError) as error:
@@ -90,6 +94,19 @@ def _parse_document(document: Document, base: str) -> list[Triple]:
         raise BadRequest(f"the body{label} nests triple terms more than {MAX_NESTING} levels deep; nothing was "
                          "written")
     return [q.triple for q in quads]
+
+
+_MARKERS = re.compile(rb"<<|>>")
+
+
+def _marker_depth(data: bytes) -> int:
+    """The deepest nesting of ``<<`` ... ``>>`` in the text, read before any parse (a marker inside a string
+    counts too: over-cautious, never fooled)."""
+    depth = deepest = 0
+    for marker in _MARKERS.finditer(data):
+        depth = depth + 1 if marker.group() == b"<<" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _triple_term_depth(term: object) -> int:
