@@ -122,3 +122,11 @@ def test_a_refused_prompt_is_halved_and_the_model_still_chooses(sample_store: Gr
     first, *halves = (r.prompt.count('{"id": ') - 1 for r in scripted_llm.requests[:3])
     assert first == edges > 2 * 8 and halves == [edges // 2, edges - edges // 2]
     assert [e["selected_by"] for e in trace["edges"]] == ["model"] and answer == "Paris."
+
+
+def test_the_display_names_the_model_that_chose_an_edge() -> None:
+    from server.cli.display import selection_lines
+
+    edge = {"labels": ["France", "capital", "Paris"], "reasoning": "r", "selected_by": "model", "sources": []}
+    assert "        Chosen by: the model (offline)" in selection_lines({"edges": [edge], "model": "offline"})
+    assert "        Chosen by: the model" in selection_lines({"edges": [edge]})

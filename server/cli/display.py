@@ -86,7 +86,7 @@ CHOSEN_BY = {"model": "the model", "fallback": "the deterministic selector (fall
 NO_ANSWER_LINE = "    Outcome: no answer (the knowledge graph does not answer this question)"
 
 
-def edge_lines(edge: dict, show_source: bool = False) -> list[str]:
+def edge_lines(edge: dict, show_source: bool = False, model: str | None = None) -> list[str]:
     """One selected edge: its labels, the LLM's reasoning, who chose it, every source chain and the chains
     of the other chunks that mention its subject or object (an ingested document without an LLM links only
     those); ``show_source`` quotes each chunk."""
@@ -94,7 +94,10 @@ def edge_lines(edge: dict, show_source: bool = False) -> list[str]:
     if edge.get("reasoning"):
         lines.append(f"        Reason: {one_line(edge['reasoning'])}")
     if edge.get("selected_by"):
-        lines.append(f"        Chosen by: {CHOSEN_BY.get(edge['selected_by'], edge['selected_by'])}")
+        chooser = CHOSEN_BY.get(edge["selected_by"], edge["selected_by"])
+        if edge["selected_by"] == "model" and model:  # "the model (offline)": offline is deterministic too
+            chooser = f"{chooser} ({model})"
+        lines.append(f"        Chosen by: {chooser}")
     labels = [edge["labels"][2], edge["labels"][0]]  # an excerpt is about the object, else the subject
     for chain in edge.get("sources") or []:
         lines += chain_lines("Source", chain, labels, show_source)
@@ -115,7 +118,7 @@ def selection_lines(trace: dict, show_source: bool = False) -> list[str]:
     if details.get("fallbackReason"):
         lines.append(f"    Fallback: {details['fallbackReason']}")
     for edge in edges:
-        lines.extend(edge_lines(edge, show_source))
+        lines.extend(edge_lines(edge, show_source, trace.get("model")))
     return lines
 
 
