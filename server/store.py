@@ -96,6 +96,7 @@ class GraphStore:
         self.explain_graph = vocab.explain_graph(explain_collection)
         self._write_lock = threading.RLock()
         self.generation = 0  # writes so far: another process's snapshot older than this is stale
+        self.trace_writes = 0  # of those, GraphRAG explanations (record_trace)
         self._load_listeners: list[LoadListener] = []
 
     # --- reading -------------------------------------------------------------------------------
@@ -222,6 +223,13 @@ class GraphStore:
         """Add quads in one transaction: all or nothing."""
         with self.writing() as store:
             store.extend(quads)
+
+    def record_trace(self, quads: Iterable[Quad]) -> None:
+        """:meth:`extend` for GraphRAG's explanations, counted apart (``trace_writes``): anonymous questions
+        write them, so what describes the data (VoID) need not be redone after each one."""
+        with self.writing() as store:
+            store.extend(quads)
+            self.trace_writes += 1
 
     def add_load_listener(self, listener: LoadListener) -> None:
         """``listener(collection, added_labels)`` runs after data is written into a collection."""

@@ -219,3 +219,23 @@ def test_head_has_gets_headers_and_no_body(server: LiveServer, path: str) -> Non
 def test_format_chooses_the_results_format_of_a_query(server: LiveServer) -> None:
     response = requests.get(server.url + "/sparql", params={"query": "SELECT (1 AS ?one) {}", "format": "csv"})
     assert response.headers["Content-Type"].startswith("text/csv") and response.text.split() == ["one", "1"]
+
+
+def test_void_is_not_described_again_after_each_question(server: LiveServer) -> None:
+    """Explanations, which any client writes by asking, renew VoID at most every TRACES_REFRESH_S; data at once."""
+    explain = URIRef(server.url + "/.well-known/void#explanations")
+
+    def explanation_triples() -> int | None:
+        value = parse(requests.get(server.url + "/.well-known/void")).value(explain, VOID.triples)
+        return None if value is None else int(value)
+
+    before = explanation_triples()
+    asked = requests.post(server.url + "/api/graph-rag", json={"query": "What is the capital of France?",
+                                                               "streaming": False}, timeout=60)
+    assert asked.status_code == 200 and asked.json()["session"]
+    assert explanation_triples() == before  # the question's trace is not counted yet
+    added = requests.post(server.url + "/store", params={"graph": vocab.collection_graph("default").value},
+                          data=f"<{FRANCE}> <{CAPITAL}> <urn:yet-another> .",
+                          headers={"Content-Type": "text/turtle", "Authorization": f"Bearer {TOKEN}"})
+    assert added.status_code == 204
+    assert (explanation_triples() or 0) > (before or 0)  # a write of data describes everything again

@@ -63,7 +63,7 @@ class ExplainRecorder:
 
     def _write(self, quads: list[Quad]) -> None:
         try:
-            self.store.extend(quads)
+            self.store.record_trace(quads)
         except Exception as exc:  # pyoxigraph raises OSError, RuntimeError or ValueError here
             raise RecordError(f"cannot write the explainability trace: {exc}") from exc
 
