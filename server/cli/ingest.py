@@ -26,9 +26,11 @@ from server.store import GraphStore
 MAX_WARNINGS_SHOWN = 5  # per file; the rest are counted
 
 
-def check_files(paths: list[str], limit: int) -> None:
+def check_files(paths: list[str], limit: int) -> list[str]:
     """Every file readable as a document within ``limit`` bytes, before anything is written (exit 1 on the
-    first bad one). The bytes are read again when each file is ingested: a batch is not held in memory."""
+    first bad one); returns their document ids. The bytes are read again when each file is ingested: a
+    batch is not held in memory."""
+    ids = []
     for name in paths:
         path = Path(name)
         if not path.is_file():
@@ -37,10 +39,13 @@ def check_files(paths: list[str], limit: int) -> None:
         if size > limit:
             raise CliError(f"{name}: {size} bytes, over the limit of {limit} bytes (GLASSGRAPH_MAX_DOCUMENT); "
                            "nothing was ingested")
+        data = path.read_bytes()
         try:
-            read_document(path.read_bytes(), name=path.name)
+            read_document(data, name=path.name)
         except (UnsupportedDocument, UnreadableDocument) as exc:
             raise type(exc)(f"{name}: {exc.message}; nothing was ingested") from None
+        ids.append(document_id(data)[0])
+    return ids
 
 
 def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[], GraphStore]) -> int:
@@ -53,7 +58,7 @@ def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[]
                                 workers=args.workers, replace=args.replace)
     except ValueError as exc:
         args.command_parser.error(str(exc))
-    check_files(args.files, config.max_document_bytes)
+    ids = check_files(args.files, config.max_document_bytes)
     from server.rag.llm import LLMError
     from server.rag.providers import make_extractor
 
@@ -66,8 +71,7 @@ def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[]
               "the entities they mention; no new relationships are extracted", file=sys.stderr)
     store = open_store()
     ingester = Ingester(store, LabelIndex(store), llm)
-    done_before = sum(existing_document(store, args.collection, document_id(Path(name).read_bytes())[0]) is not None
-                      for name in args.files)
+    done_before = sum(existing_document(store, args.collection, doc_id) is not None for doc_id in ids)
     if done_before and done_before < len(args.files) and not args.replace:
         print(f"resuming: {done_before} of {len(args.files)} file(s) are already in collection {args.collection!r}",
               file=sys.stderr)

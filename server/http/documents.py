@@ -119,7 +119,7 @@ def ingest(collection: str) -> Response:
     document = read_document(data, declared, name)
     chunk_spans(document, options)  # a document over the limits is refused now, not after its 202
     job = _jobs(current_app).submit(Job(doc_id, collection, options.title or document.title or name,
-                                        document.media_type), data, declared, name, options)
+                                        document.media_type), data, document, name, options)
     response = jsonify(id=doc_id, status=job.status, url=url)
     response.status_code = 202
     response.headers["Location"] = url

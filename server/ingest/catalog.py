@@ -19,13 +19,15 @@ def document_of_id(doc_id: str) -> NamedNode | None:
         return None
 
 
+def holds_document(store: GraphStore, collection: str, doc: NamedNode) -> bool:
+    """Whether ``collection``'s provenance has document ``doc``."""
+    return next(store.quads(doc, vocab.RDF.type, vocab.TG.Document, vocab.source_graph(collection)), None) is not None
+
+
 def existing_document(store: GraphStore, collection: str, doc_id: str) -> NamedNode | None:
     """Document ``doc_id`` if the collection holds it."""
     doc = document_of_id(doc_id)
-    if doc is None or next(store.quads(doc, vocab.RDF.type, vocab.TG.Document, vocab.source_graph(collection)),
-                           None) is None:
-        return None
-    return doc
+    return doc if doc is not None and holds_document(store, collection, doc) else None
 
 
 def list_documents(store: GraphStore, collection: str, doc: NamedNode | None = None) -> list[dict]:
@@ -51,7 +53,7 @@ def list_documents(store: GraphStore, collection: str, doc: NamedNode | None = N
 def delete_document(store: GraphStore, collection: str, doc: NamedNode) -> bool:
     """Delete ``doc`` from ``collection`` (see ``sparql/ingest_delete_document.ru``); False if it is not there."""
     with store.writing():
-        if next(store.quads(doc, vocab.RDF.type, vocab.TG.Document, vocab.source_graph(collection)), None) is None:
+        if not holds_document(store, collection, doc):
             return False
         store.update("ingest_delete_document", {("doc", "kg", "src"): [
             (doc, vocab.collection_graph(collection), vocab.source_graph(collection))]})

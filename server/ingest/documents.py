@@ -18,7 +18,7 @@ from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
 from server.errors import LimitExceeded, LLMFailed
-from server.ingest.catalog import delete_document, existing_document
+from server.ingest.catalog import delete_document, existing_document, list_documents
 from server.ingest.chunking import Span, split
 from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all, prompt_versions
 from server.ingest.facts import FactBuilder
@@ -112,21 +112,18 @@ class Ingester:
     def __init__(self, store: GraphStore, index: LabelIndex, llm: Completer | None) -> None:
         self.store, self.index, self.llm = store, index, llm
 
-    def read(self, data: bytes, declared: str | None = None, name: str | None = None) -> Document:
-        """The document's pages (raises UnsupportedDocument or UnreadableDocument): a cheap check
-        to make before :meth:`ingest`, which reads it again."""
-        return read_document(data, declared, name)
-
     def ingest(self, data: bytes, collection: str, declared: str | None = None, name: str | None = None,
                options: IngestOptions = IngestOptions(), progress: Progress | None = None,
-               total: Callable[[int], None] | None = None) -> IngestReport:
+               total: Callable[[int], None] | None = None, document: Document | None = None) -> IngestReport:
         """Ingest ``data`` (a file's bytes; ``declared`` its media type, ``name`` its file name) into
-        ``collection``. ``total(n)`` learns the number of chunks, ``progress(n)`` each one done."""
+        ``collection``. ``total(n)`` learns the number of chunks, ``progress(n)`` each one done.
+        ``document``: the bytes already read by :func:`~server.ingest.formats.read_document` (a PDF's
+        text may take seconds), else they are read here."""
         doc_id, digest = document_id(data)
         doc = vocab.document_iri(doc_id)
         if existing_document(self.store, collection, doc_id) is not None and not options.replace:
             return self._unchanged(doc_id, collection)
-        document = read_document(data, declared, name)
+        document = document or read_document(data, declared, name)
         title = (options.title or document.title or (PurePath(name).name if name else "") or f"Document {doc_id[:8]}")
         title = title.encode("utf-8", "replace").decode("utf-8")  # a file name not in UTF-8 reaches argv as surrogates
         report = IngestReport(doc_id, doc.value, title, document.media_type, collection, pages=len(document.pages),
@@ -262,12 +259,9 @@ class Ingester:
         return settings
 
     def _unchanged(self, doc_id: str, collection: str) -> IngestReport:
-        doc = vocab.document_iri(doc_id)
-        graph = vocab.source_graph(collection)
-        title = next(self.store.quads(doc, DC.title, None, graph), None)
-        media = next(self.store.quads(doc, TG.mimeType, None, graph), None)
-        return IngestReport(doc_id, doc.value, title.object.value if title else "", media.object.value if media else "",
-                            collection, unchanged=True)
+        (known,) = list_documents(self.store, collection, vocab.document_iri(doc_id))
+        return IngestReport(doc_id, known["iri"], known["title"] or "", known["media_type"] or "", collection,
+                            unchanged=True)
 
 
 def _added_labels(quads: list[Quad], knowledge: NamedNode) -> list[tuple[str, Literal, bool]]:

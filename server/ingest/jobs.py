@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from server.errors import Busy, GlassgraphError
 from server.ingest.documents import Ingester, IngestOptions
+from server.ingest.formats import Document
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,9 @@ class IngestJobs:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest")
 
-    def submit(self, job: Job, data: bytes, declared: str | None, name: str | None, options: IngestOptions) -> Job:
-        """Queue ``job``; the same document already queued or running is that job. Busy when the queue is full."""
+    def submit(self, job: Job, data: bytes, document: Document, name: str | None, options: IngestOptions) -> Job:
+        """Queue ``job`` (``document``: ``data`` as read when the upload was checked); the same document already
+        queued or running is that job. Busy when the queue is full."""
         key = (job.collection, job.id)
         with self._lock:
             current = self._jobs.get(key)
@@ -61,7 +63,7 @@ class IngestJobs:
                 raise Busy(f"{MAX_QUEUED} documents are already waiting to be ingested: try again later",
                            {"Retry-After": "10"})
             self._jobs[key] = job
-        self._pool.submit(self._run, job, data, declared, name, options)
+        self._pool.submit(self._run, job, data, document, name, options)
         return job
 
     def get(self, collection: str, doc_id: str) -> Job | None:
@@ -72,7 +74,7 @@ class IngestJobs:
         with self._lock:
             return [job for (name, _), job in self._jobs.items() if name == collection]
 
-    def _run(self, job: Job, data: bytes, declared: str | None, name: str | None, options: IngestOptions) -> None:
+    def _run(self, job: Job, data: bytes, document: Document, name: str | None, options: IngestOptions) -> None:
         job.status = "running"
 
         def total(count: int) -> None:
@@ -82,7 +84,8 @@ class IngestJobs:
             job.chunks_done += count
 
         try:
-            self.ingester.ingest(data, job.collection, declared, name, options, progress=progress, total=total)
+            self.ingester.ingest(data, job.collection, name=name, options=options, progress=progress, total=total,
+                                 document=document)
         except GlassgraphError as exc:
             self._failed(job, exc.message)
         except Exception as exc:  # the worker thread must survive anything; the job says what happened
