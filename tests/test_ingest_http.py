@@ -179,6 +179,16 @@ def test_the_same_bytes_again_are_unchanged(server: LiveServer, store: GraphStor
     assert again.json()["status"] == "unchanged" and again.json()["id"] == first["id"]
     assert "already" in again.json()["message"]
     assert len(store) == size and len(listed(server)) == 1
+    refused = error_of(post_text(server, NOTES.encode(), replace="yes"), 400)
+    assert refused == "'replace' must be true or false, got 'yes'"
+    redone = accepted(post_text(server, NOTES.encode(), title="Another title", replace="true"))
+    assert redone["id"] == first["id"]
+    deadline = time.monotonic() + WAIT_S  # the old version answers until the new one replaces it
+    while (status := requests.get(server.url + redone["url"], timeout=30).json())["title"] != "Another title":
+        assert status["status"] in ("ingested", "queued", "running") and time.monotonic() < deadline, status
+        time.sleep(0.05)
+    assert status["status"] == "ingested"
+    assert len(listed(server)) == 1
 
 
 def test_a_pdf_upload_has_its_pages(server: LiveServer) -> None:

@@ -68,13 +68,14 @@ def _collection(name: str, must_exist: bool = True) -> str:
 
 def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
     """``(bytes, declared media type, file name, fields)`` of the request: a multipart ``file`` part or the body."""
-    fields = {key: request.args[key] for key in ("title", "name", "chunk_size", "chunk_overlap") if key in request.args}
+    fields = {key: request.args[key] for key in ("title", "name", "chunk_size", "chunk_overlap", "replace")
+              if key in request.args}
     if request.mimetype == "multipart/form-data":
         part = request.files.get("file")
         if part is None:
             raise BadRequest("a multipart upload needs a part named 'file' holding the document")
         fields.update({key: value for key, value in request.form.items()
-                       if key in ("title", "chunk_size", "chunk_overlap")})
+                       if key in ("title", "chunk_size", "chunk_overlap", "replace")})
         declared = part.mimetype if part.mimetype not in ("", "application/octet-stream") else None
         return part.read(), declared, part.filename or None, fields
     declared = request.mimetype if request.mimetype not in ("", "application/octet-stream") else None
@@ -91,8 +92,11 @@ def _options(fields: dict[str, str]) -> IngestOptions:
             raise BadRequest(f"'{key}' must be an integer, got {raw!r}") from None
         if not low <= values[key] <= MAX_CHUNK_SIZE:
             raise BadRequest(f"'{key}' must be between {low} and {MAX_CHUNK_SIZE}, got {values[key]}")
+    replace = fields.get("replace", "false")
+    if replace not in ("true", "false"):
+        raise BadRequest(f"'replace' must be true or false, got {replace!r}")
     try:
-        return IngestOptions(title=fields.get("title") or None, **values)
+        return IngestOptions(title=fields.get("title") or None, replace=replace == "true", **values)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
 
@@ -113,9 +117,10 @@ def ingest(collection: str) -> Response:
     options = _options(fields)
     doc_id, _ = document_id(data)
     url = _status_url(collection, doc_id)
-    if existing_document(current_store(), collection, doc_id) is not None:
+    if not options.replace and existing_document(current_store(), collection, doc_id) is not None:
         return jsonify(id=doc_id, status="unchanged", url=url,
-                       message="the same bytes are already in this collection: nothing was ingested")
+                       message="the same bytes are already in this collection: nothing was ingested "
+                               "(?replace=true extracts them again)")
     document = read_document(data, declared, name)
     chunk_spans(document, options)  # a document over the limits is refused now, not after its 202
     job = _jobs(current_app).submit(Job(doc_id, collection, options.title or document.title or name,
