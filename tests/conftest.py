@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from console_browser import browser, console_url, page, session_iri  # noqa: F401  (fixtures: the console in Chromium)
 from scripted_llm import scripted_llm  # noqa: F401  (fixture: scripted OpenAI-compatible server)
 
 from server.config import SAMPLE_DATA
@@ -57,10 +58,10 @@ def add_france(store: GraphStore) -> GraphStore:
     doc = vocab.document_iri("fr")
     quads += vocab.document_quads(src, doc, "France")
     quads += vocab.content_quads(doc, "France is a country in Western Europe.", title="France")
-    for page, title, chunk, text in ((4, "Government", 2, "The capital of France is Paris."),
-                                     (5, "Economy", 1, "France uses the euro.")):
-        page_node, chunk_node = vocab.page_iri("fr", page), vocab.chunk_iri("fr", page, chunk)
-        quads += vocab.page_quads(src, page_node, f"Page {page}", doc)
+    for number, title, chunk, text in ((4, "Government", 2, "The capital of France is Paris."),
+                                       (5, "Economy", 1, "France uses the euro.")):
+        page_node, chunk_node = vocab.page_iri("fr", number), vocab.chunk_iri("fr", number, chunk)
+        quads += vocab.page_quads(src, page_node, f"Page {number}", doc)
         quads += vocab.content_quads(page_node, text, title=title)
         quads += vocab.chunk_quads(src, chunk_node, f"Chunk {chunk}", page_node)
         quads += vocab.content_quads(chunk_node, text, title=title)

@@ -1,33 +1,21 @@
-"""The web console in a real headless Chromium against the real server on 127.0.0.1.
-
-The app runs in a werkzeug server thread over the sample store with the offline LLM. Every page
-is saved as a screenshot at 1280x800 and 390x844 under ``test-output/screenshots/``.
-"""
+"""The web console in a real headless Chromium against the real server on 127.0.0.1 (fixtures in
+console_browser). Every page is saved as a screenshot at 1280x800 and 390x844 under
+``test-output/screenshots/``."""
 from __future__ import annotations
 
 import json
 import re
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 import requests
+from console_browser import QUESTION, refusals, requires_chromium, screenshot
 from pyoxigraph import NamedNode
-from werkzeug.serving import make_server
 
 from server import vocab
-from server.config import PROJECT_ROOT, Config
-from server.http.app import create_app
 from server.store import GraphStore
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
-SCREENSHOTS = PROJECT_ROOT / "test-output" / "screenshots"
-SIZES = ((1280, 800), (390, 844))
-QUESTION = "What is the capital of France?"
 FRANCE = vocab.ENTITY.france.value
 PARIS = vocab.ENTITY.paris.value
 CAPITALS = """SELECT ?country ?capital WHERE {
@@ -36,81 +24,8 @@ CAPITALS = """SELECT ?country ?capital WHERE {
 }
 ORDER BY ?country"""
 CAPITALS_PREFIXES = "PREFIX r: <https://trustgraph.ai/r/>\nPREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
-WAIT_MS = 30_000  # upper bound for a page event; the tests wait for content, never measure time
-CSP_REFUSAL = "Content Security Policy"  # in Chromium's console error for anything the policy blocked
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason=f"Debian chromium is not installed at {CHROMIUM} (apt-get install chromium)")
-
-
-@pytest.fixture(scope="module")
-def base_url(sample_store: GraphStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The real app over the sample store, served by werkzeug on a free loopback port."""
-    config = Config.from_env(environ={}, store_path=str(tmp_path_factory.mktemp("unused")), llm="offline")
-    server = make_server("127.0.0.1", 0, create_app(config, store=sample_store), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-def refusals(tab: object) -> list[str]:
-    """The console errors of ``tab`` for whatever the Content-Security-Policy blocked, as they come."""
-    found: list[str] = []
-    tab.on("console", lambda message: found.append(message.text)
-           if message.type == "error" and CSP_REFUSAL in message.text else None)
-    return found
-
-
-@pytest.fixture
-def page(browser: object) -> Iterator[object]:
-    """A tab that fails the test on a script error or on anything the CSP refused."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(WAIT_MS)
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda error: errors.append(str(error)))
-    refused = refusals(tab)
-    yield tab
-    context.close()
-    assert not errors, f"JavaScript errors: {errors}"
-    assert not refused, f"refused by the Content-Security-Policy: {refused}"
-
-
-@pytest.fixture(scope="module")
-def session_iri(base_url: str) -> str:
-    """A GraphRAG session for the France question, asked through the HTTP API (not streamed)."""
-    response = requests.post(f"{base_url}/api/graph-rag", json={"query": QUESTION, "streaming": False}, timeout=60)
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["error"] is None and "Paris" in body["answer"]
-    return body["session"]
-
-
-def screenshot(page: object, name: str) -> None:
-    """The page at both sizes: the viewport as ``{name}-{w}x{h}.png``, the whole length as ``...-full.png``.
-
-    At each size the page must not scroll sideways (wide content scrolls inside its own box).
-    """
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for width, height in SIZES:
-        page.set_viewport_size({"width": width, "height": height})
-        page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}x{height}.png"))
-        page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}x{height}-full.png"), full_page=True)
-        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-        assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {width}px wide"
-    page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
+pytestmark = requires_chromium
 
 
 def run_query(page: object, query: str) -> None:
@@ -118,9 +33,9 @@ def run_query(page: object, query: str) -> None:
     page.press("#query", "Control+Enter")
 
 
-def test_home_lists_collections_and_example_questions(page: object, base_url: str,
+def test_home_lists_collections_and_example_questions(page: object, console_url: str,
                                                       sample_store: GraphStore) -> None:
-    page.goto(base_url + "/")
+    page.goto(console_url + "/")
     default = next(c for c in sample_store.collections() if c["collection"] == "default")
     row = page.locator("table.data tbody tr", has_text="default")
     assert "{:,}".format(default["triples"]) in row.inner_text()
@@ -128,8 +43,8 @@ def test_home_lists_collections_and_example_questions(page: object, base_url: st
     screenshot(page, "home")
 
 
-def test_sparql_query_shows_rows_and_keeps_history(page: object, base_url: str) -> None:
-    page.goto(base_url + "/console/sparql")
+def test_sparql_query_shows_rows_and_keeps_history(page: object, console_url: str) -> None:
+    page.goto(console_url + "/console/sparql")
     assert "PREFIX e: <https://trustgraph.ai/e/>" in page.input_value("#query")
     run_query(page, CAPITALS_PREFIXES + CAPITALS)
     rows = page.locator("#results table tbody tr")
@@ -150,8 +65,8 @@ def test_sparql_query_shows_rows_and_keeps_history(page: object, base_url: str) 
     assert page.input_value("#query") == CAPITALS_PREFIXES + CAPITALS
 
 
-def test_sparql_construct_shows_graph_text(page: object, base_url: str) -> None:
-    page.goto(base_url + "/console/sparql")
+def test_sparql_construct_shows_graph_text(page: object, console_url: str) -> None:
+    page.goto(console_url + "/console/sparql")
     run_query(page, f"CONSTRUCT {{ <{FRANCE}> ?p ?o }} WHERE {{ GRAPH ?g {{ <{FRANCE}> ?p ?o }} }}")
     text = page.locator("#results pre.graph-text")
     text.wait_for()
@@ -160,15 +75,15 @@ def test_sparql_construct_shows_graph_text(page: object, base_url: str) -> None:
                                                                           "RDF/XML"]
 
 
-def test_sparql_shared_link_prefills_and_runs(page: object, base_url: str) -> None:
+def test_sparql_shared_link_prefills_and_runs(page: object, console_url: str) -> None:
     query = f"ASK {{ GRAPH ?g {{ <{FRANCE}> ?p <{PARIS}> }} }}"
-    page.goto(f"{base_url}/console/sparql?query={quote(query)}")
+    page.goto(f"{console_url}/console/sparql?query={quote(query)}")
     assert page.input_value("#query") == query
     page.locator("#results .boolean", has_text="true").wait_for()
 
 
-def test_sparql_download_uses_the_chosen_format(page: object, base_url: str) -> None:
-    page.goto(base_url + "/console/sparql")
+def test_sparql_download_uses_the_chosen_format(page: object, console_url: str) -> None:
+    page.goto(console_url + "/console/sparql")
     run_query(page, CAPITALS_PREFIXES + CAPITALS)
     page.locator("#results table").wait_for()
     with page.expect_download() as info:
@@ -178,8 +93,8 @@ def test_sparql_download_uses_the_chosen_format(page: object, base_url: str) -> 
     assert f"{FRANCE},{PARIS}" in text
 
 
-def test_sparql_triple_terms_show_as_linked_triples(page: object, base_url: str) -> None:
-    page.goto(base_url + "/console/sparql")
+def test_sparql_triple_terms_show_as_linked_triples(page: object, console_url: str) -> None:
+    page.goto(console_url + "/console/sparql")
     run_query(page, "PREFIX tg: <https://trustgraph.ai/ns/>\nSELECT ?sg ?fact WHERE "
                     "{ GRAPH ?g { ?sg tg:contains ?fact } } LIMIT 5")
     triple = page.locator("#results .triple").first
@@ -188,8 +103,8 @@ def test_sparql_triple_terms_show_as_linked_triples(page: object, base_url: str)
     assert triple.locator("a.iri").count() >= 2  # subject and predicate at least link to their pages
 
 
-def test_sparql_error_shows_message_and_position(page: object, base_url: str) -> None:
-    page.goto(base_url + "/console/sparql")
+def test_sparql_error_shows_message_and_position(page: object, console_url: str) -> None:
+    page.goto(console_url + "/console/sparql")
     run_query(page, "SELECT * WHERE {\n  ?s ?p\n}")
     error = page.locator("#error")
     error.wait_for()
@@ -202,8 +117,8 @@ def test_sparql_error_shows_message_and_position(page: object, base_url: str) ->
     screenshot(page, "sparql-error")
 
 
-def test_ask_streams_selection_with_paris_edge_then_answer(page: object, base_url: str) -> None:
-    page.goto(base_url + "/console/ask")
+def test_ask_streams_selection_with_paris_edge_then_answer(page: object, console_url: str) -> None:
+    page.goto(console_url + "/console/ask")
     # Record the order in which the selection event and the first answer text reach the page.
     page.evaluate("""() => {
       window.seen = [];
@@ -238,8 +153,8 @@ def test_ask_streams_selection_with_paris_edge_then_answer(page: object, base_ur
     assert page.inner_text("h1") == QUESTION
 
 
-def test_ask_shows_a_no_answer_outcome_and_its_trace(page: object, base_url: str) -> None:
-    page.goto(base_url + "/console/ask?q=" + quote("Zqxv wkpj ghrt?"))  # a shared link asks at once
+def test_ask_shows_a_no_answer_outcome_and_its_trace(page: object, console_url: str) -> None:
+    page.goto(console_url + "/console/ask?q=" + quote("Zqxv wkpj ghrt?"))  # a shared link asks at once
     page.locator("#answer.no-answer").wait_for()
     assert page.inner_text("#answer") == "The knowledge graph does not answer this question."
     page.locator(".event-answer.loaded .badge-no-answer").wait_for()
@@ -250,9 +165,9 @@ def test_ask_shows_a_no_answer_outcome_and_its_trace(page: object, base_url: str
     assert page.inner_text(".badge") == "no-answer"
 
 
-def test_trace_source_link_opens_chunk_text(page: object, base_url: str, session_iri: str,
+def test_trace_source_link_opens_chunk_text(page: object, console_url: str, session_iri: str,
                                             sample_store: GraphStore) -> None:
-    page.goto(f"{base_url}/console/trace?id={quote(session_iri)}")
+    page.goto(f"{console_url}/console/trace?id={quote(session_iri)}")
     assert page.inner_text("h1") == QUESTION
     assert page.locator("dl.facts", has_text="offline").count() == 1
     edge = page.locator("li.edge", has=page.locator(f'a[title="{PARIS}"]')).first
@@ -272,25 +187,25 @@ def test_trace_source_link_opens_chunk_text(page: object, base_url: str, session
     screenshot(page, "chunk-text")
 
 
-def test_trace_page_shows_data_without_javascript(browser: object, base_url: str, session_iri: str) -> None:
+def test_trace_page_shows_data_without_javascript(browser: object, console_url: str, session_iri: str) -> None:
     context = browser.new_context(java_script_enabled=False)
     try:
         page = context.new_page()
-        page.goto(f"{base_url}/console/trace?id={quote(session_iri)}")
+        page.goto(f"{console_url}/console/trace?id={quote(session_iri)}")
         assert page.locator("li.edge", has=page.locator(f'a[title="{PARIS}"]')).count() >= 1
         assert "Paris" in page.inner_text(".answer")
     finally:
         context.close()
 
 
-def test_the_policy_is_enforced_and_refuses_inline_script(browser: object, base_url: str) -> None:
+def test_the_policy_is_enforced_and_refuses_inline_script(browser: object, console_url: str) -> None:
     """The console runs under its CSP (every other test fails on a refusal); an injected inline
     script or style is refused, and the refusal is what those tests would see."""
     context = browser.new_context()
     try:
         tab = context.new_page()
         refused = refusals(tab)
-        response = tab.goto(base_url + "/console/ask")
+        response = tab.goto(console_url + "/console/ask")
         assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
         assert response.headers["x-frame-options"] == "DENY"
         tab.evaluate("""() => {
@@ -313,27 +228,27 @@ def test_the_policy_is_enforced_and_refuses_inline_script(browser: object, base_
         context.close()
 
 
-def test_sessions_list_newest_first(page: object, base_url: str) -> None:
+def test_sessions_list_newest_first(page: object, console_url: str) -> None:
     asked = []
     for question in ("What is the capital of Japan?", "What is the capital of Germany?"):
-        response = requests.post(f"{base_url}/api/graph-rag", json={"query": question, "streaming": False},
+        response = requests.post(f"{console_url}/api/graph-rag", json={"query": question, "streaming": False},
                                  timeout=60)
         asked.append(response.json()["session"])
-    page.goto(base_url + "/console/sessions")
+    page.goto(console_url + "/console/sessions")
     links = [a.get_attribute("href") for a in page.locator("a.session-question").all()]
     assert links[:2] == [f"/console/trace?id={quote(iri, safe=':')}" for iri in reversed(asked)]
     assert page.inner_text("a.session-question >> nth=0") == "What is the capital of Germany?"
     screenshot(page, "sessions")
 
 
-def test_sessions_pages(page: object, base_url: str, sample_store: GraphStore) -> None:
+def test_sessions_pages(page: object, console_url: str, sample_store: GraphStore) -> None:
     from server.explain.recorder import ExplainRecorder
     from server.explain.trace import list_sessions
 
     for number in range(21):  # more than one page, whatever other tests asked
         ExplainRecorder(sample_store, "default", "offline").session(f"Paging question {number}?")
     expected = [f"/console/trace?id={quote(s['session'], safe=':')}" for s in list_sessions(sample_store, 40)]
-    page.goto(base_url + "/console/sessions")
+    page.goto(console_url + "/console/sessions")
     first = [a.get_attribute("href") for a in page.locator("a.session-question").all()]
     assert first == expected[:20]
     page.click("a[rel=next]")
@@ -343,8 +258,8 @@ def test_sessions_pages(page: object, base_url: str, sample_store: GraphStore) -
     assert page.locator("a[rel=prev]").count() == 1
 
 
-def test_resource_page_from_result_link(page: object, base_url: str) -> None:
-    page.goto(base_url + "/console/sparql")
+def test_resource_page_from_result_link(page: object, console_url: str) -> None:
+    page.goto(console_url + "/console/sparql")
     run_query(page, CAPITALS_PREFIXES + CAPITALS)
     page.click(f'#results a[title="{FRANCE}"]')
     page.wait_for_url(re.compile(r"/resource\?iri="))
@@ -374,17 +289,17 @@ def test_resource_page_from_result_link(page: object, base_url: str) -> None:
     ("/console/sessions?page=99999999999999999999999", 400),
     ("/resource?iri=not%20an%20iri", 400),
 ])
-def test_bad_parameters_are_client_errors(base_url: str, path: str, status: int) -> None:
-    response = requests.get(base_url + path, headers={"Accept": "text/html"}, timeout=30)
+def test_bad_parameters_are_client_errors(console_url: str, path: str, status: int) -> None:
+    response = requests.get(console_url + path, headers={"Accept": "text/html"}, timeout=30)
     assert response.status_code == status, response.text
 
 
-def test_the_endpoint_link_opens_the_service_page_not_a_download(page: object, base_url: str) -> None:
+def test_the_endpoint_link_opens_the_service_page_not_a_download(page: object, console_url: str) -> None:
     """The footer's "SPARQL endpoint" link: the service description as a page, the console a click away,
     and the VoID description linked from it as a page too."""
-    page.goto(base_url + "/")
+    page.goto(console_url + "/")
     page.click("footer a:text('SPARQL endpoint')")
-    page.wait_for_url(base_url + "/sparql")
+    page.wait_for_url(console_url + "/sparql")
     assert page.inner_text("h1") == "SPARQL endpoint"
     assert page.locator(f'td a[title="{vocab.collection_graph("default").value}"]').count() == 1
     screenshot(page, "service")
@@ -394,4 +309,4 @@ def test_the_endpoint_link_opens_the_service_page_not_a_download(page: object, b
     screenshot(page, "void")
     page.go_back()
     page.click("a:text('Open the SPARQL console')")
-    page.wait_for_url(base_url + "/console/sparql")
+    page.wait_for_url(console_url + "/console/sparql")
