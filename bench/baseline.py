@@ -6,6 +6,8 @@ TrustGraph: ``rdfs:label`` edges and literals are not followed. Same store, seed
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyoxigraph import NamedNode, Variable
 
 from server import vocab
@@ -23,16 +25,29 @@ PATTERNS = [
 LABEL = "SELECT * WHERE { GRAPH ?g { ?e <http://www.w3.org/2000/01/rdf-schema#label> ?label } } LIMIT 1"
 
 
+PatternQuery = Callable[[str, Term, NamedNode], list]  # (pattern text, ?e, ?g) -> solutions
+
+
+def embedded_patterns(retriever: Retriever) -> PatternQuery:
+    """Pattern queries on the retriever's embedded store, ``?e`` and ``?g`` substituted."""
+    raw = retriever.store.raw
+    return lambda text, entity, graph: list(raw.query(text, substitutions={Variable("e"): entity,
+                                                                            Variable("g"): graph}))
+
+
 class PatternBaseline:
-    def __init__(self, retriever: Retriever) -> None:
+    """The traversal above over ``query`` (default: the retriever's embedded store); ``executions``
+    counts the pattern and label queries sent."""
+
+    def __init__(self, retriever: Retriever, query: PatternQuery | None = None) -> None:
         self.retriever = retriever
-        self.raw = retriever.store.raw
+        self.run = query or embedded_patterns(retriever)
         self.label_cache: dict[Term, str] = {}
         self.executions = 0
 
     def _query(self, text: str, entity: Term, graph: NamedNode) -> list:
         self.executions += 1
-        return list(self.raw.query(text, substitutions={Variable("e"): entity, Variable("g"): graph}))
+        return self.run(text, entity, graph)
 
     def _follow(self, entity: Term, graph: NamedNode, edges: dict, depth: int, limits: RetrievalLimits) -> None:
         if depth <= 0 or len(edges) >= limits.max_subgraph_size or not isinstance(entity, NamedNode):

@@ -32,31 +32,34 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def production_command(port: int) -> list[str]:
-    """The README's serving command, bound to 127.0.0.1:``port``."""
+def production_command(port: int, workers: int = 1) -> list[str]:
+    """The README's serving command, bound to 127.0.0.1:``port``, with ``workers`` worker processes."""
     gunicorn = Path(sys.executable).with_name("gunicorn")
-    return [str(gunicorn), "-w", "1", "-k", WORKER, "-b", f"127.0.0.1:{port}", "server.asgi:app"]
+    return [str(gunicorn), "-w", str(workers), "-k", WORKER, "-b", f"127.0.0.1:{port}", "server.asgi:app"]
 
 
-def _environment(store_path: Path, env: Mapping[str, str]) -> dict[str, str]:
+def _environment(store_path: Path | str, runtime_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("GLASSGRAPH_", "OPENAI_"))}
     return {**inherited, "GLASSGRAPH_STORE": str(store_path), "GLASSGRAPH_LOAD_SAMPLE": "false",
             "GLASSGRAPH_TOKEN": TOKEN, "GLASSGRAPH_LLM": "offline",
-            "XDG_RUNTIME_DIR": str(store_path.parent),  # gunicorn's control socket: not the user's
+            "XDG_RUNTIME_DIR": str(runtime_dir),  # gunicorn's control socket: not the user's
             **env}
 
 
 class ProductionServer:
     """The production command serving ``store_path``; ``url`` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self, store_path: Path, env: Mapping[str, str] | None = None, log_path: Path | None = None) -> None:
+    def __init__(self, store_path: Path | str, env: Mapping[str, str] | None = None, log_path: Path | None = None,
+                 workers: int = 1) -> None:
+        """``store_path``: the store directory, or a remote engine's URL (then ``log_path`` is required)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path or store_path.parent / "gunicorn.log"
+        self.log_path = log_path or Path(store_path).parent / "gunicorn.log"
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(production_command(self.port), cwd=PROJECT_ROOT,
-                                            env=_environment(store_path, env or {}), stdout=log, stderr=log,
-                                            start_new_session=True)  # a process group: close() can end the worker too
+            self.process = subprocess.Popen(production_command(self.port, workers), cwd=PROJECT_ROOT,
+                                            env=_environment(store_path, self.log_path.parent, env or {}),
+                                            # a process group: close() can end the workers too
+                                            stdout=log, stderr=log, start_new_session=True)
         try:
             self._wait_until_up()
         except BaseException:

@@ -1,0 +1,332 @@
+"""Glassgraph on a remote SPARQL engine: ``oxigraph serve`` on loopback, three tables in one run.
+
+    python -m bench.remote [--questions 100] [--seconds 20] [--clients 8]
+
+Each graph is served by its own ``oxigraph serve`` over a backup copy of the cached bench store
+(``GLASSGRAPH_BENCH_DIR``; ``python -m bench.bench_retrieval`` builds them the first time).
+
+1. Traversal, on MetaQA and on the generated 1M-triple graph: per question, the median non-LLM time of
+   retrieval (``Retriever.get_labelgraph``: seeds, hops, labels) and the SPARQL requests it sends, for our
+   traversal through the remote store and for the per-entity pattern traversal (bench/baseline.py: three
+   pattern queries per entity per hop and one label query per term, each an HTTP request to the same
+   engine, as TrustGraph issues them), taking turns at going first. Target: ours at least 10x faster.
+   Our traversal on the embedded store (same data, same questions) shows what the network costs.
+2. GraphRAG throughput: ``--clients`` clients asking MetaQA questions (explainable, one JSON answer each)
+   for ``--seconds`` against the production command with 1, 2 and 4 gunicorn workers on the remote
+   engine, and with 1 worker on the embedded store (a copy of the same data): the baseline. The LLM is the
+   real openai client against an instant scripted server (tests/scripted_llm.py) that selects the first
+   three edges it is shown.
+3. The SPARQL query mix (MetaQA lookups, neighbourhoods, two hops, an aggregate, ASK, CONSTRUCT) through
+   Glassgraph on the remote engine (2 workers) against the same mix sent to the engine directly, by
+   ``--clients`` clients for ``--seconds`` each. Target: at least 0.7x the direct throughput.
+
+Client threads, the scripted LLM, the app tier and the engine share this machine: its cores and load
+average are printed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+from pyoxigraph import NamedNode, QueryResultsFormat, parse_query_results
+
+from bench import metaqa_load, synthetic
+from bench.baseline import PatternBaseline, PatternQuery
+from bench.bench_retrieval import _ms, _table
+from bench.load_http import Sample, percentile, run_phase
+from server.config import PROJECT_ROOT, Config
+from server.rag.retrieval import RetrievalLimits, Retriever
+from server.sparql_templates import Term, render_term
+from server.store import GraphStore
+
+try:
+    from server.store import open_store
+except ImportError:
+    open_store = None
+
+sys.path.append(str(PROJECT_ROOT / "tests"))  # the servers and the scripted LLM live with the tests that use them
+from oxigraph_server import OxigraphServer  # noqa: E402
+from production_server import ProductionServer  # noqa: E402
+from scripted_llm import Recorded, Reply, ScriptedLLM  # noqa: E402
+
+ENGINE_TIMEOUT_S = "60"  # oxigraph serve --timeout-s: no query of this bench comes near it
+METAQA_GRAPH = f"<urn:trustgraph:graph:{metaqa_load.COLLECTION}>"
+# The SPARQL mix on MetaQA, each query naming its graph (the same dataset on both sides, whatever the
+# endpoint's default graph).
+MIX = {
+    "label": ("json", f'SELECT ?m WHERE {{ GRAPH {METAQA_GRAPH} {{ ?m rdfs:label "The Matrix" }} }}'),
+    "out-edges": ("json", f"SELECT ?p ?o WHERE {{ GRAPH {METAQA_GRAPH} {{ e:The_Matrix ?p ?o }} }} LIMIT 100"),
+    "in-edges": ("json", f"SELECT ?s ?p WHERE {{ GRAPH {METAQA_GRAPH} {{ ?s ?p e:Keanu_Reeves }} }} LIMIT 100"),
+    "two-hop": ("json", f"SELECT DISTINCT ?other ?l WHERE {{ GRAPH {METAQA_GRAPH} {{ ?m r:starred_actors "
+                        "e:Keanu_Reeves ; r:directed_by ?d . ?other r:directed_by ?d ; rdfs:label ?l } } LIMIT 200"),
+    "aggregate": ("json", f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ GRAPH {METAQA_GRAPH} {{ "
+                          "e:Keanu_Reeves ^r:starred_actors ?m . ?m ?p ?o } } GROUP BY ?p ORDER BY DESC(?n)"),
+    "genres": ("json", f"SELECT ?genre (COUNT(?m) AS ?films) WHERE {{ GRAPH {METAQA_GRAPH} {{ "
+                       "?m r:has_genre ?genre } } GROUP BY ?genre ORDER BY DESC(?films)"),
+    "ask": ("json", f"ASK {{ GRAPH {METAQA_GRAPH} {{ e:The_Matrix r:directed_by ?d }} }}"),
+    "construct": ("turtle", f"CONSTRUCT {{ e:The_Matrix ?p ?o }} WHERE {{ GRAPH {METAQA_GRAPH} "
+                            "{ e:The_Matrix ?p ?o } }"),
+}
+PREFIXES = ("PREFIX e: <https://trustgraph.ai/e/>\nPREFIX r: <https://trustgraph.ai/r/>\n"
+            "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n")
+ACCEPT = {"json": "application/sparql-results+json", "turtle": "text/turtle"}
+
+
+# --- engines ----------------------------------------------------------------------------------------
+
+@contextmanager
+def engine(store: GraphStore, workdir: Path, name: str) -> Iterator[OxigraphServer]:
+    """``oxigraph serve`` over a backup copy of ``store``, stopped on exit."""
+    location = workdir / name / "store"
+    location.parent.mkdir()
+    store.backup(location)
+    server = OxigraphServer(location, "--timeout-s", ENGINE_TIMEOUT_S)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def remote_store(url: str) -> GraphStore:
+    return open_store(Config.from_env(environ={}, store_path=url))
+
+
+# --- 1. traversal -------------------------------------------------------------------------------------
+
+_VARIABLE = {name: re.compile(rf"\?{name}\b") for name in ("e", "g")}
+
+
+def http_patterns(session: requests.Session, query_url: str) -> PatternQuery:
+    """The baseline's pattern queries as HTTP requests, with the entity and graph written into the query
+    as TrustGraph writes them (escaped terms read from the store, never user text)."""
+    def query(text: str, entity: Term, graph: NamedNode) -> list:
+        for name, term in (("e", entity), ("g", graph)):
+            text = _VARIABLE[name].sub(render_term(term).replace("\\", "\\\\"), text)  # \\ in a template is \
+        response = session.post(query_url, data=text.encode(), timeout=60, headers={
+            "Content-Type": "application/sparql-query", "Accept": ACCEPT["json"]})
+        response.raise_for_status()
+        return list(parse_query_results(response.content, format=QueryResultsFormat.JSON))
+    return query
+
+
+def traversal_row(name: str, embedded: GraphStore, url: str, collection: str, questions: list[str]) -> list[str]:
+    """Medians per question: ours on the remote store, the pattern traversal on the same engine, ours on
+    the embedded store; SPARQL requests per question."""
+    limits = RetrievalLimits()
+    store = remote_store(url)
+    ours = Retriever(store)
+    started = time.perf_counter()
+    ours.index.rebuild(collection)
+    build = time.perf_counter() - started
+    local = Retriever(embedded)
+    local.index.rebuild(collection)
+    with requests.Session() as session:
+        baseline = PatternBaseline(ours, http_patterns(session, url + "/query"))
+        for question in questions[:5]:  # warm up: connections, the engine's caches
+            ours.get_labelgraph(question, collection, limits)
+            baseline.get_labelgraph(question, collection, limits)
+        times: dict[str, list[float]] = {"ours": [], "baseline": [], "embedded": []}
+        sent: dict[str, list[int]] = {"ours": [], "baseline": []}
+        edges: dict[str, list[int]] = {"ours": [], "baseline": []}
+        for index, question in enumerate(questions[5:]):
+            order = ("ours", "baseline") if index % 2 == 0 else ("baseline", "ours")
+            for who in order:
+                before = store.requests_sent
+                started = time.perf_counter()
+                if who == "ours":
+                    graph = ours.get_labelgraph(question, collection, limits)
+                    times["ours"].append(time.perf_counter() - started)
+                    sent["ours"].append(store.requests_sent - before)
+                    edges["ours"].append(len(graph.edge_ids))
+                else:
+                    labelled, count = baseline.get_labelgraph(question, collection, limits)
+                    times["baseline"].append(time.perf_counter() - started)
+                    sent["baseline"].append(count)
+                    edges["baseline"].append(len(labelled))
+            started = time.perf_counter()
+            local.get_labelgraph(question, collection, limits)
+            times["embedded"].append(time.perf_counter() - started)
+    median = {who: statistics.median(values) for who, values in times.items()}
+    return [name, str(len(times["ours"])), _ms(build), _ms(median["ours"]), f"{statistics.mean(sent['ours']):.2f}",
+            f"{statistics.mean(edges['ours']):.0f}", _ms(median["baseline"]),
+            f"{statistics.mean(sent['baseline']):.0f}",
+            f"{statistics.mean(edges['baseline']):.0f}", f"{median['baseline'] / median['ours']:.1f}x",
+            _ms(median["embedded"]), f"{median['ours'] / median['embedded']:.2f}x"]
+
+
+# --- 2. GraphRAG throughput ------------------------------------------------------------------------------
+
+_EDGE_ID = re.compile(r'^\{"id": "([^"]+)"', re.MULTILINE)
+
+
+def instant_reply(request: Recorded) -> Reply:
+    """Selection: the first three edges shown; synthesis: one sentence."""
+    prompt = request.prompt
+    if "Select the edges" in prompt:
+        ids = _EDGE_ID.findall(prompt)[:3]
+        return Reply("\n".join(json.dumps({"id": i, "reasoning": "It is listed first."}) for i in ids) or "NONE")
+    return Reply("The answer is in the selected edges.")
+
+
+def graph_rag_call(base: str, questions: list[str]) -> Callable[[requests.Session, int], Sample]:
+    def call(session: requests.Session, n: int) -> Sample:
+        started = time.perf_counter()
+        try:
+            response = session.post(base + "/api/graph-rag", timeout=120, json={
+                "query": questions[n % len(questions)], "collection": metaqa_load.COLLECTION, "streaming": False})
+            status = response.status_code if response.ok and response.json().get("error") is None else 599
+        except requests.RequestException:
+            status = 0
+        return Sample("graph-rag", status, time.perf_counter() - started)
+    return call
+
+
+def throughput_row(label: str, server: ProductionServer, clients: int, seconds: float,
+                   questions: list[str]) -> tuple[list[str], float]:
+    call = graph_rag_call(server.url, questions)
+    run_phase(clients, min(seconds, 5.0), [(1, call)])  # warm up every worker's label index
+    samples, elapsed = run_phase(clients, seconds, [(1, call)])
+    ok = [s for s in samples if s.status == 200]
+    rate = len(ok) / elapsed
+    times = [s.seconds * 1000 for s in ok]
+    return [label, str(len(ok)), str(len(samples) - len(ok)), f"{rate:.1f}", f"{percentile(times, 50):.0f}",
+            f"{percentile(times, 99):.0f}"], rate
+
+
+def app_env(llm: ScriptedLLM, url: str | None = None) -> dict[str, str]:
+    env = {"GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": llm.base_url, "GLASSGRAPH_LLM_API_KEY": "bench",
+           "GLASSGRAPH_LLM_MODEL": llm.model, "GLASSGRAPH_COLLECTION": metaqa_load.COLLECTION,
+           "GLASSGRAPH_MAX_ANSWERS": "64"}
+    return {**env, "GLASSGRAPH_STORE": url} if url else env
+
+
+# --- 3. the SPARQL mix ----------------------------------------------------------------------------------
+
+def mix_call(endpoint: str) -> Callable[[requests.Session, int], Sample]:
+    names = list(MIX)
+
+    def call(session: requests.Session, n: int) -> Sample:
+        fmt, text = MIX[names[n % len(names)]]
+        started = time.perf_counter()
+        try:
+            status = session.get(endpoint, params={"query": PREFIXES + text}, headers={"Accept": ACCEPT[fmt]},
+                                 timeout=120).status_code
+        except requests.RequestException:
+            status = 0
+        return Sample("sparql", status, time.perf_counter() - started)
+    return call
+
+
+def same_answers(glassgraph: str, direct: str) -> list[str]:
+    """Each query of the mix answers the same number of lines on both sides, and some."""
+    problems = []
+    for name, (fmt, text) in MIX.items():
+        accept = "text/csv" if fmt == "json" else "application/n-triples"
+        sizes = [len(requests.get(endpoint, params={"query": PREFIXES + text}, headers={"Accept": accept},
+                                  timeout=120).text.strip().splitlines()) for endpoint in (glassgraph, direct)]
+        if sizes[0] != sizes[1] or not sizes[0]:
+            problems.append(f"{name}: {sizes[0]} lines through Glassgraph, {sizes[1]} direct")
+    return problems
+
+
+def mix_row(label: str, endpoint: str, clients: int, seconds: float) -> tuple[list[str], float]:
+    call = mix_call(endpoint)
+    run_phase(clients, min(seconds, 3.0), [(1, call)])
+    samples, elapsed = run_phase(clients, seconds, [(1, call)])
+    ok = [s for s in samples if s.status == 200]
+    times = [s.seconds * 1000 for s in ok]
+    return [label, str(len(ok)), str(len(samples) - len(ok)), f"{len(ok) / elapsed:.1f}",
+            f"{percentile(times, 50):.1f}", f"{percentile(times, 99):.1f}"], len(ok) / elapsed
+
+
+# --- the run -------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", type=int, default=100, help="timed questions per graph (default 100)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="each throughput phase (default 20)")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
+    args = parser.parse_args(argv)
+    rng = random.Random(42)
+    problems: list[str] = []
+    metaqa = metaqa_load.metaqa_store()
+    metaqa_questions = [q for hops in (1, 2, 3) for q, _ in metaqa_load.dev_questions(hops)]
+    big, big_questions = synthetic.synthetic_store()
+    with tempfile.TemporaryDirectory(prefix="glassgraph-remote-") as tmp:
+        workdir = Path(tmp)
+        traversal = []
+        with engine(big, workdir, "synthetic") as server:
+            traversal.append(traversal_row("synthetic 1M", big, server.url, synthetic.COLLECTION,
+                                           rng.sample(big_questions, args.questions + 5)))
+        big.flush()
+        del big
+        throughput: list[list[str]] = []
+        rates: dict[str, float] = {}
+        llm = ScriptedLLM()
+        llm.responder = instant_reply
+        try:
+            with engine(metaqa, workdir, "metaqa") as server:
+                sample = rng.sample(metaqa_questions, args.questions + 5)
+                traversal.insert(0, traversal_row("MetaQA", metaqa, server.url, metaqa_load.COLLECTION, sample))
+                asked = rng.sample(metaqa_questions, 500)
+                embedded_copy = workdir / "embedded" / "store"
+                embedded_copy.parent.mkdir()
+                metaqa.backup(embedded_copy)
+                app = ProductionServer(embedded_copy, env=app_env(llm), log_path=workdir / "embedded.log")
+                try:
+                    row, rates["embedded"] = throughput_row("embedded store, 1 worker (baseline)", app, args.clients,
+                                                            args.seconds, asked)
+                    throughput.append(row)
+                finally:
+                    app.close()
+                mix: list[list[str]] = []
+                for workers in (1, 2, 4):
+                    app = ProductionServer(server.url, env=app_env(llm, server.url), workers=workers,
+                                           log_path=workdir / f"remote-{workers}.log")
+                    try:
+                        row, rates[workers] = throughput_row(f"remote engine, {workers} worker(s)", app,
+                                                             args.clients, args.seconds, asked)
+                        throughput.append(row)
+                        if workers == 2:
+                            problems += same_answers(app.url + "/sparql", server.url + "/query")
+                            glass_row, glass_rate = mix_row("through Glassgraph (2 workers)", app.url + "/sparql",
+                                                            args.clients, args.seconds)
+                            direct_row, direct_rate = mix_row("oxigraph serve directly (baseline)",
+                                                              server.url + "/query", args.clients, args.seconds)
+                            mix = [direct_row + ["1.00x"], glass_row + [f"{glass_rate / direct_rate:.2f}x"]]
+                    finally:
+                        app.close()
+        finally:
+            llm.close()
+    print(f"1. Non-LLM retrieval time per question against oxigraph serve on loopback, default limits "
+          f"{RetrievalLimits()}; medians in ms; baseline = per-entity pattern traversal over HTTP")
+    print(_table(["graph", "questions", "index build ms", "ours", "requests/q", "edges", "baseline",
+                  "baseline requests/q", "baseline edges", "speedup", "ours, embedded store", "remote / embedded"],
+                 traversal))
+    print(f"\n2. GraphRAG answers per second, {args.clients} clients, {args.seconds:g} s, instant scripted LLM")
+    for row in throughput[1:]:
+        row.append(f"{float(row[3]) / rates['embedded']:.2f}x")
+    throughput[0].append("1.00x")
+    print(_table(["set-up", "answers", "failed", "answers/s", "p50 ms", "p99 ms", "vs embedded"], throughput))
+    print(f"\n3. SPARQL query mix ({len(MIX)} queries in turn), {args.clients} clients, {args.seconds:g} s")
+    print(_table(["endpoint", "requests", "failed", "req/s", "p50 ms", "p99 ms", "vs direct"], mix))
+    print(f"\n(load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores)")
+    print(f"problems: {len(problems)}")
+    for problem in problems:
+        print("  PROBLEM:", problem)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
