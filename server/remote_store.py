@@ -42,7 +42,7 @@ from pyoxigraph import (
 from requests.adapters import HTTPAdapter
 
 from server import vocab
-from server.errors import RemoteFailed, StoreUnavailable
+from server.errors import BadRequest, RemoteFailed, StoreUnavailable
 from server.sparql_templates import RDF12, Term, load_template, render_term
 from server.store import insert_data_update
 from server.store_base import GraphName, QueryResult, StoreBackend, Values, template_text
@@ -120,6 +120,10 @@ class RemoteStore(StoreBackend):
             if response.status_code == 503:
                 response.close()
                 raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.base} is unavailable (503)")
+            if response.status_code == 400:  # the text: a client's update the engine reads otherwise than the guard
+                message = response.text[:300].strip()
+                response.close()
+                raise BadRequest(f"the SPARQL engine at {self.endpoints.base} refused it: {message}")
             if response.status_code >= 400:
                 message = response.text[:300].strip()
                 response.close()

@@ -26,8 +26,9 @@ __all__ = ["GraphStore", "GraphName", "QueryResult", "graph_options", "store_dir
 
 
 def store_directory(path: str | Path | None) -> Path | None:
-    """The directory of an on-disk store; None for an in-memory one (``None`` or ``":memory:"``)."""
-    return None if path in (None, ":memory:") else Path(path)
+    """The directory of an on-disk store; None for an in-memory one (``None`` or ``":memory:"``) or a remote
+    engine (an ``http(s)://`` URL)."""
+    return None if path in (None, ":memory:") or str(path).startswith(("http://", "https://")) else Path(path)
 
 
 def _graph_clause(graph: GraphName) -> str:
