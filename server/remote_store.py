@@ -49,6 +49,7 @@ from server.store_base import GraphName, QueryResult, StoreBackend, Values, temp
 
 _RESULTS_JSON = "application/sparql-results+json"
 _READ_ATTEMPTS = 3  # a read is sent again after a failed connection, twice at most
+BACKUP_FILE = "dataset.nq"
 LOAD_BATCH = 50_000  # quads per Graph Store POST of a bulk load
 
 
@@ -98,6 +99,10 @@ class RemoteStore(StoreBackend):
         self._sent_lock = threading.Lock()
         self.requests_sent = 0
         self._write_lock = threading.RLock()
+
+    @property
+    def location(self) -> str:
+        return self.endpoints.base
 
     # --- HTTP ------------------------------------------------------------------------------------
 
@@ -152,6 +157,9 @@ class RemoteStore(StoreBackend):
               **options: object) -> QueryResult:
         text = template_text(name, values, limit, self.dialect)
         return self._query_text(text, self.dataset_params(load_template(name), options))
+
+    def run_query(self, text: str, **options: object) -> QueryResult:
+        return self._query_text(text, self.dataset_params(text, options))
 
     def quads(self, subject: Term | None = None, predicate: NamedNode | None = None, obj: Term | None = None,
               graph: GraphName | None = None, limit: int | None = None) -> Iterator[Quad]:
@@ -270,11 +278,10 @@ class RemoteStore(StoreBackend):
         return None
 
     def backup(self, target: str | Path) -> None:
-        """An N-Quads dump of the engine's dataset into the new file ``target`` (the engine keeps its own
-        backups: a dump is what Glassgraph can take through the protocol)."""
-        if Path(target).exists():
-            raise ValueError(f"{target} exists already")
-        self.dump(target, RdfFormat.N_QUADS)
+        """The engine's dataset as N-Quads, ``BACKUP_FILE`` in the new directory ``target`` (an engine keeps its
+        own backups; a dump is what Glassgraph can take through the protocol). ``glassgraph load`` restores it."""
+        Path(target).mkdir(parents=True)
+        self.dump(Path(target) / BACKUP_FILE, RdfFormat.N_QUADS)
 
     def close(self) -> None:
         self.session.close()

@@ -83,7 +83,10 @@ class GraphStore(StoreBackend):
 
     def query(self, name: str, values: Values | None = None, limit: int | None = None,
               **options: object) -> QueryResult:
-        return self.raw.query(template_text(name, values, limit), **options)
+        return self.run_query(template_text(name, values, limit), **options)
+
+    def run_query(self, text: str, **options: object) -> QueryResult:
+        return self.raw.query(text, **options)
 
     def is_empty(self) -> bool:
         return next(iter(self.raw.quads_for_pattern(None, None, None)), None) is None

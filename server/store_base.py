@@ -64,6 +64,11 @@ class StoreBackend(ABC):
         """
 
     @abstractmethod
+    def run_query(self, text: str, **options: object) -> QueryResult:
+        """Run a query written by Glassgraph's own code (never a client's: see ``sparql_forward``), with the
+        same ``options`` as :meth:`query`."""
+
+    @abstractmethod
     def quads(self, subject: Term | None = None, predicate: NamedNode | None = None, obj: Term | None = None,
               graph: GraphName | None = None, limit: int | None = None) -> Iterator[Quad]:
         """The quads matching a pattern (None matches anything), at most ``limit``."""
@@ -118,6 +123,11 @@ class StoreBackend(ABC):
     def close(self) -> None:
         """Release connections (a no-op for the embedded store)."""
         return None
+
+    @property
+    def location(self) -> str:
+        """Where the data is, for people: the store's directory, ``:memory:``, or the engine's URL."""
+        return str(self.path or ":memory:")
 
     # --- built on the primitives ---------------------------------------------------------------
 

@@ -120,7 +120,7 @@ def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes
             if job[0] == "query":
                 result = snapshot.answer(*job[1:])
             else:
-                result = check_query(job[1]) if job[0] == "check" else prepare_update(job[1])
+                result = check_query(job[1], whole_parse=True) if job[0] == "check" else prepare_update(job[1])
             replies.send(("ok", result))
         except GlassgraphError as error:
             replies.send(("error", error))

@@ -96,11 +96,16 @@ class CheckedQuery:
     service_spans: tuple[Span, ...] = ()
 
 
-def check_query(task: QueryTask) -> CheckedQuery:
-    """The guard (sparql_guard) on ``task``'s text; in a worker process, like every parse of a client's text."""
+def check_query(task: QueryTask, whole_parse: bool = False) -> CheckedQuery:
+    """The guard (sparql_guard) on ``task``'s text; in a worker process, like every parse of a client's text.
+    ``whole_parse``: the text must parse too (a query sent to another engine: its errors are then ours)."""
     checked = check_user_sparql(task.text, task.service_allow, is_update=False, base=task.base_iri)
     if checked.must_parse is not None and parse_error(checked.must_parse, False, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
+    if whole_parse and not checked.calls_remote:
+        error = parse_error(task.text, False, task.base_iri)
+        if error is not None:
+            raise BadRequest(f"malformed query: {error}")
     spans = service_spans(task.text, task.base_iri) if checked.calls_remote and task.service_limits else ()
     return CheckedQuery(checked.calls_remote, tuple(spans))
 

@@ -37,7 +37,7 @@ def _dataset(task: QueryTask) -> list[tuple[str, str]]:
 def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) -> Answer:
     """``task``'s answer from the engine (``checked``: the guard's verdict on it, from the parse worker)."""
     text = task.text if task.base_iri is None else f"BASE {render_term(NamedNode(task.base_iri))}\n{task.text}"
-    deadline_s = task.deadline_s or store.timeout[1]
+    deadline_s = store.timeout[1] if task.deadline_s is None else max(task.deadline_s, 0.001)
     started = time.monotonic()
     try:
         response = store.send("POST", store.endpoints.query, read=True, stream=True,
@@ -59,4 +59,6 @@ def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) ->
             raise
         except Exception:  # noqa: BLE001 - a body cut short: the engine's timeout (oxigraph serve appends
             raise deadline_exceeded(deadline_s) from None  # "...cancelled" to it) or ours (the read timed out)
+    if time.monotonic() - started > deadline_s:  # the whole answer, not only its first byte, must be in time
+        raise deadline_exceeded(deadline_s)
     return within_bytes(answer, task)
