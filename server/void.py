@@ -99,7 +99,7 @@ def describe_graph(store: GraphStore, graph: GraphName) -> GraphDescription:
     properties = [(row["p"], int(row["n"].value)) for row in store.select("void_properties", default_graph=graph)]
     classes = [(row["class"], int(row["n"].value)) for row in store.select("void_classes", default_graph=graph)
                if isinstance(row["class"], NamedNode)]
-    subjects = (q.subject for q in islice(store.quads(graph=graph), _EXAMPLE_SCAN) if isinstance(q.subject, NamedNode))
+    subjects = (q.subject for q in store.quads(graph=graph, limit=_EXAMPLE_SCAN) if isinstance(q.subject, NamedNode))
     return GraphDescription(graph, graph_role(store, graph), sum(n for _, n in properties), properties, classes,
                             list(islice(dict.fromkeys(subjects), EXAMPLES)))
 

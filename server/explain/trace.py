@@ -35,7 +35,7 @@ def read_trace(store: GraphStore, session_iri: str) -> dict | None:
     session = _session_node(session_iri)
     if session is None:
         return None
-    rows = store.select("explain_session", bindings={"session": session}, default_graph=store.explain_graph)
+    rows = store.select("explain_session", values={"session": [session]}, default_graph=store.explain_graph)
     if not rows:
         return None
     head = rows[0]
@@ -108,7 +108,7 @@ def _value(term: NamedNode | Literal | None) -> str | None:
 def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> list[dict]:
     """The selected edges in selection order, with labels, reasoning, source chains and the chains of the
     chunks that mention their subject or object."""
-    rows = store.select("explain_edges", bindings={"selection": selection}, default_graph=store.explain_graph)
+    rows = store.select("explain_edges", values={"selection": [selection]}, default_graph=store.explain_graph)
     rows.sort(key=lambda row: _index(row["node"].value))
     triples: list[Triple] = [row["edge"] for row in rows]
     graph = vocab.collection_graph(collection) if collection else None
@@ -134,7 +134,7 @@ def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> l
 
 def _selection_details(store: GraphStore, selection: NamedNode) -> dict:
     """How the selection was made (``server.explain.recorder.selection_facts``), as plain values."""
-    [row] = store.select("explain_selection", bindings={"selection": selection}, default_graph=store.explain_graph)
+    [row] = store.select("explain_selection", values={"selection": [selection]}, default_graph=store.explain_graph)
     return {name: int(term.value) if term.value.isdigit() else term.value for name, term in row.items()
             if name != "selection"}
 

@@ -44,10 +44,12 @@ from server.config import PROJECT_ROOT
 from server.errors import Busy, GlassgraphError, LimitExceeded, StoreFailed, Unavailable
 from server.http.rdf_output import Answer
 from server.http.sparql_eval import (
+    CheckedQuery,
     PreparedUpdate,
     QueryTask,
     UpdateTask,
     answer_query,
+    check_query,
     deadline_exceeded,
     prepare_update,
 )
@@ -102,8 +104,8 @@ class _Snapshot:
 
 
 def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:
-    """A worker's loop: ("query", generation, QueryTask) or ("update", UpdateTask) in;
-    ("ok", Answer or PreparedUpdate) or ("error", GlassgraphError) out."""
+    """A worker's loop: ("query", generation, QueryTask), ("check", QueryTask) or ("update", UpdateTask) in;
+    ("ok", Answer, CheckedQuery or PreparedUpdate) or ("error", GlassgraphError) out."""
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
@@ -115,7 +117,10 @@ def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes
         except EOFError:
             return
         try:
-            result = snapshot.answer(*job[1:]) if job[0] == "query" else prepare_update(job[1])
+            if job[0] == "query":
+                result = snapshot.answer(*job[1:])
+            else:
+                result = check_query(job[1], whole_parse=True) if job[0] == "check" else prepare_update(job[1])
             replies.send(("ok", result))
         except GlassgraphError as error:
             replies.send(("error", error))
@@ -128,12 +133,12 @@ class _Worker:
     ``__main__`` (gunicorn, a test runner) again in every worker.
     """
 
-    def __init__(self, store_path: Path, memory_bytes: int) -> None:
+    def __init__(self, store_path: Path | None, memory_bytes: int) -> None:
         self.generation = -1  # of the snapshot the process holds
         task_read, task_write = os.pipe()
         reply_read, reply_write = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "server.http.query_workers", str(task_read), str(reply_write), str(store_path),
+            [sys.executable, "-m", "server.http.query_workers", str(task_read), str(reply_write), str(store_path or ""),
              str(memory_bytes), str(os.getpid())],
             pass_fds=(task_read, reply_write), cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL,
             env={**os.environ, "RUST_BACKTRACE": "0"})
@@ -225,9 +230,9 @@ class _Slots:
 class QueryWorkers:
     """``size`` worker processes for clients' queries and one more for parse checks (so that
     runaway queries never hold up writes) over the on-disk store at ``store_path``; see the module
-    docstring."""
+    docstring. With no ``store_path`` (a remote engine evaluates the queries) only the parse worker runs."""
 
-    def __init__(self, store_path: Path, size: int, memory_mb: int, flush: Callable[[], None]) -> None:
+    def __init__(self, store_path: Path | None, size: int, memory_mb: int, flush: Callable[[], None]) -> None:
         """``flush`` persists the server's recent writes (``GraphStore.flush``)."""
         self.flush = flush
 
@@ -246,6 +251,12 @@ class QueryWorkers:
             answer = worker.ask(("query", generation, task), deadline_s)
             worker.generation = generation
             return answer
+
+    def check_query(self, task: QueryTask, deadline_s: float) -> CheckedQuery:
+        """``sparql_eval.check_query`` in the parse worker: the guard for a query another process evaluates
+        (a remote engine)."""
+        with self._parser.worker() as worker:
+            return worker.ask(("check", task), deadline_s)
 
     def prepare_update(self, task: UpdateTask, deadline_s: float) -> PreparedUpdate:
         """``sparql_eval.prepare_update`` in the parse worker: a text that would take the lexer or the

@@ -88,23 +88,51 @@ def evaluation_error(error: Exception, calls_remote: bool) -> GlassgraphError:
     return StoreFailed(f"query evaluation failed: {error}")
 
 
-def answer_query(store: Store, task: QueryTask) -> Answer:
-    """Check ``task`` (sparql_guard), run it on ``store`` and write the answer in the negotiated format."""
+@dataclass(frozen=True)
+class CheckedQuery:
+    """A client's query that passed the guard: whether it calls an allowed endpoint, and where."""
+
+    calls_remote: bool
+    service_spans: tuple[Span, ...] = ()
+
+
+def check_query(task: QueryTask, whole_parse: bool = False) -> CheckedQuery:
+    """The guard (sparql_guard) on ``task``'s text; in a worker process, like every parse of a client's text.
+    ``whole_parse``: the text must parse too (a query sent to another engine: its errors are then ours)."""
     checked = check_user_sparql(task.text, task.service_allow, is_update=False, base=task.base_iri)
     if checked.must_parse is not None and parse_error(checked.must_parse, False, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
+    if whole_parse and not checked.calls_remote:
+        error = parse_error(task.text, False, task.base_iri)
+        if error is not None:
+            raise BadRequest(f"malformed query: {error}")
     spans = service_spans(task.text, task.base_iri) if checked.calls_remote and task.service_limits else ()
-    with relayed(task.text, spans, task.service_limits) as text:
+    return CheckedQuery(checked.calls_remote, tuple(spans))
+
+
+def answer_query(store: Store, task: QueryTask) -> Answer:
+    """Check ``task`` (sparql_guard), run it on ``store`` and write the answer in the negotiated format."""
+    checked = check_query(task)
+    with relayed(task.text, checked.service_spans, task.service_limits) as text:
         try:
             result = store.query(text.text, base_iri=task.base_iri, **_dataset_options(task))
-            if isinstance(result, (QueryBoolean, QuerySolutions)):
-                answer = _results_answer(result, task)
-            else:
-                answer = rdf_answer(_pull(result, task, as_tuples=False), task.accept)
+            answer = result_answer(result, task)
         except SyntaxError as error:
             raise BadRequest(f"malformed query: {error}") from None
         except (OSError, RuntimeError, ValueError) as error:
             raise text.failure or evaluation_error(error, checked.calls_remote) from None
+    return within_bytes(answer, task)
+
+
+def result_answer(result: QueryBoolean | QuerySolutions | Iterator, task: QueryTask) -> Answer:
+    """A query's result (solutions, a boolean, or triples) in the negotiated format, within the row limit and
+    the deadline (checked between rows)."""
+    if isinstance(result, (QueryBoolean, QuerySolutions)):
+        return _results_answer(result, task)
+    return rdf_answer(_pull(result, task, as_tuples=False), task.accept)
+
+
+def within_bytes(answer: Answer, task: QueryTask) -> Answer:
     if len(answer.body) > task.max_bytes:
         raise LimitExceeded(f"the answer has {len(answer.body)} bytes, more than {task.max_bytes} "
                             "(GLASSGRAPH_MAX_RESULT_BYTES): narrow the query or add LIMIT")

@@ -33,8 +33,7 @@ def existing_document(store: GraphStore, collection: str, doc_id: str) -> NamedN
 def list_documents(store: GraphStore, collection: str, doc: NamedNode | None = None) -> list[dict]:
     """``{"id", "iri", "title", "media_type", "sha256", "size", "source", "ingested", "model", "pages", "chunks",
     "facts", "warnings"}`` of each document of ``collection`` (or of ``doc`` only), by title."""
-    bindings = {"doc": doc} if doc is not None else None
-    rows = store.select("ingest_documents", bindings=bindings, default_graph=vocab.source_graph(collection))
+    rows = store.select("ingest_documents", values={"doc": [doc]}, default_graph=vocab.source_graph(collection))
     documents: dict[str, dict] = {}
     for row in rows:
         iri = row["doc"].value

@@ -139,12 +139,12 @@ class Ingester:
         quads += self._knowledge_quads(chunks, labels, report)
         quads += vocab.activity_quads(vocab.source_graph(collection), vocab.activity_iri(doc_id), doc,
                                       *self._agent(), started, vocab.now_literal(), self._settings(options, report))
-        with self.store.writing() as raw:
+        with self.store.writing():
             if existing_document(self.store, collection, doc_id) is not None:
                 if not options.replace:  # ingested meanwhile
                     return self._unchanged(doc_id, collection)
                 delete_document(self.store, collection, doc)  # its own transaction: a crash here leaves neither
-            raw.extend(quads)
+            self.store.extend(quads)
         self.store.notify_loaded(collection, _added_labels(quads, vocab.collection_graph(collection)))
         return report
 

@@ -87,8 +87,8 @@ def load_file(store: GraphStore, path: str | Path, collection: str, progress: bo
     path = Path(path)
     fmt = format_of(path)
     before = len(store)
-    with _reading(path, progress) as stream, store.writing() as writer:
-        writer.load(stream, format=fmt, to_graph=vocab.collection_graph(collection))
+    with _reading(path, progress) as stream:
+        store.load(stream, fmt, vocab.collection_graph(collection))
     store.flush()
     store.notify_loaded(collection)
     return len(store) - before
