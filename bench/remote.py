@@ -45,15 +45,12 @@ from bench import metaqa_load, synthetic
 from bench.baseline import PatternBaseline, PatternQuery
 from bench.bench_retrieval import _ms, _table
 from bench.load_http import Sample, percentile, run_phase
+from server.bootstrap import connect_store
 from server.config import PROJECT_ROOT, Config
 from server.rag.retrieval import RetrievalLimits, Retriever
 from server.sparql_templates import Term, render_term
 from server.store import GraphStore
-
-try:
-    from server.store import open_store
-except ImportError:
-    open_store = None
+from server.store_base import StoreBackend
 
 sys.path.append(str(PROJECT_ROOT / "tests"))  # the servers and the scripted LLM live with the tests that use them
 from oxigraph_server import OxigraphServer  # noqa: E402
@@ -98,8 +95,8 @@ def engine(store: GraphStore, workdir: Path, name: str) -> Iterator[OxigraphServ
         server.close()
 
 
-def remote_store(url: str) -> GraphStore:
-    return open_store(Config.from_env(environ={}, store_path=url))
+def remote_store(url: str) -> StoreBackend:
+    return connect_store(Config.from_env(environ={}, store_path=url))
 
 
 # --- 1. traversal -------------------------------------------------------------------------------------
