@@ -39,10 +39,10 @@ def store_backend(request: pytest.FixtureRequest) -> str:
     return getattr(request, "param", "embedded")
 
 
-def start_engine(tmp_path_factory: pytest.TempPathFactory, name: str, *options: str) -> OxigraphServer:
-    """``oxigraph serve`` in memory on a free loopback port (its log under a temporary directory)."""
-    return OxigraphServer(tmp_path_factory.mktemp(name) / "engine", "--timeout-s", str(ENGINE_TIMEOUT_S), *options,
-                          memory=True)
+def start_engine(tmp_path_factory: pytest.TempPathFactory, name: str,
+                 timeout_s: float = ENGINE_TIMEOUT_S) -> OxigraphServer:
+    """``oxigraph serve --timeout-s`` in memory on a free loopback port (its log under a temporary directory)."""
+    return OxigraphServer(tmp_path_factory.mktemp(name) / "engine", "--timeout-s", str(timeout_s), memory=True)
 
 
 @pytest.fixture(scope="session")
