@@ -33,6 +33,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("store_backend", BACKENDS, indirect=True, scope="session")
 
 
+both_backends = pytest.mark.parametrize("store_backend", BACKENDS, indirect=True, scope="session")  # one test
+
+
 @pytest.fixture(scope="session")
 def store_backend(request: pytest.FixtureRequest) -> str:
     """``embedded`` unless the module runs on both backends (``BOTH_BACKENDS``)."""
