@@ -7,6 +7,9 @@ store through ``BOTH_BACKENDS`` (conftest); these are the ones only a remote eng
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import unquote_plus
@@ -176,3 +179,39 @@ def ask(url: str, question: str) -> tuple[str, str]:
     assert response.status_code == 200, response.text
     body = response.json()
     return body["session"], body["answer"] or json.dumps(body)
+
+
+# --- the single-machine production set-up ----------------------------------------------------------------
+
+def test_serve_with_engine_runs_oxigraph_and_workers_and_stops_both(tmp_path: Path) -> None:
+    data = tmp_path / "one.nt"
+    data.write_text(f"<{ENTITY.atlantis.value}> <{vocab.RDFS.label.value}> \"Atlantis\" .\n")
+    store = str(tmp_path / "store")
+    env = {**_cli_env(), "GLASSGRAPH_STORE": store, "GLASSGRAPH_LOAD_SAMPLE": "false"}
+    assert subprocess.run([*GLASSGRAPH, "load", str(data)], env=env, capture_output=True).returncode == 0
+    port = free_port()
+    server = subprocess.Popen([*GLASSGRAPH, "serve", "--engine", "oxigraph", "--workers", "2", "--port", str(port)],
+                              env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        first = server.stdout.readline()
+        assert first.startswith(f"Glassgraph console: http://127.0.0.1:{port}/") and "2 workers" in first, first
+        engine_url = first.split("oxigraph serve at ")[1].split(";")[0]
+        health = requests.get(f"http://127.0.0.1:{port}/healthz").json()
+        assert health["store"] == engine_url and health["collections"] == 1
+        answer = requests.get(f"http://127.0.0.1:{port}/sparql", headers={"Accept": "application/json"},
+                              params={"query": "SELECT ?l WHERE { ?s ?p ?l }"}).json()
+        assert [row["l"]["value"] for row in answer["results"]["bindings"]] == ["Atlantis"]
+    finally:
+        server.terminate()
+        server.wait(60)
+        server.stdout.close()
+    assert server.returncode == 0
+    with pytest.raises(requests.ConnectionError):  # the engine stopped with it
+        requests.get(engine_url + "/query", params={"query": "ASK {}"}, timeout=5)
+
+
+GLASSGRAPH = [str(Path(sys.executable).with_name("glassgraph"))]
+
+
+def _cli_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("GLASSGRAPH_", "OPENAI_"))}
