@@ -33,16 +33,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("store_backend", BACKENDS, indirect=True, scope="session")
 
 
+both_backends = pytest.mark.parametrize("store_backend", BACKENDS, indirect=True, scope="session")  # one test
+
+
 @pytest.fixture(scope="session")
 def store_backend(request: pytest.FixtureRequest) -> str:
     """``embedded`` unless the module runs on both backends (``BOTH_BACKENDS``)."""
     return getattr(request, "param", "embedded")
 
 
-def start_engine(tmp_path_factory: pytest.TempPathFactory, name: str, *options: str) -> OxigraphServer:
-    """``oxigraph serve`` in memory on a free loopback port (its log under a temporary directory)."""
-    return OxigraphServer(tmp_path_factory.mktemp(name) / "engine", "--timeout-s", str(ENGINE_TIMEOUT_S), *options,
-                          memory=True)
+def start_engine(tmp_path_factory: pytest.TempPathFactory, name: str,
+                 timeout_s: float = ENGINE_TIMEOUT_S) -> OxigraphServer:
+    """``oxigraph serve --timeout-s`` in memory on a free loopback port (its log under a temporary directory)."""
+    return OxigraphServer(tmp_path_factory.mktemp(name) / "engine", "--timeout-s", str(timeout_s), memory=True)
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,7 @@ def free_port() -> int:
 
 
 def production_command(port: int, workers: int = 1) -> list[str]:
-    """The README's serving command, bound to 127.0.0.1:``port``, with ``workers`` worker processes."""
+    """The README's serving command, bound to 127.0.0.1:``port`` (more than one worker: a remote store only)."""
     gunicorn = Path(sys.executable).with_name("gunicorn")
     return [str(gunicorn), "-w", str(workers), "-k", WORKER, "-b", f"127.0.0.1:{port}", "server.asgi:app"]
 

@@ -146,6 +146,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
+    if args.engine is not None:
+        from server.cli.engine_serve import serve_with_engine
+
+        return serve_with_engine(config, args.workers)
     from werkzeug.serving import make_server
 
     from server.http.app import create_app
@@ -358,11 +362,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = _command(sub, "serve", cmd_serve, "run the development server (SPARQL endpoint, API, console)",
-                     "glassgraph serve --host 0.0.0.0 --port 8080 --token s3cret")
+                     "glassgraph serve --host 0.0.0.0 --port 8080 --token s3cret\n"
+                     "  glassgraph serve --engine oxigraph --workers 4")
     serve.add_argument("--host", help="interface to listen on (default: $GLASSGRAPH_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=_port, help="port (default: $GLASSGRAPH_PORT or 7878)")
     serve.add_argument("--token", help="bearer token required for writes (default: $GLASSGRAPH_TOKEN)")
     serve.add_argument("--read-only", action="store_true", help="refuse every write over HTTP")
+    serve.add_argument("--engine", choices=["oxigraph"],
+                       help="production set-up: run 'oxigraph serve' on the store directory and gunicorn against it")
+    serve.add_argument("--workers", type=_int_between(1, 64), default=2,
+                       help="gunicorn workers with --engine (default 2)")
 
     load = _command(sub, "load", cmd_load, "load RDF files (ttl, nt, nq, trig, rdf; optionally .gz) into a collection",
                     "glassgraph load movies.ttl people.nt.gz -C movies")

@@ -94,6 +94,7 @@ class CheckedQuery:
 
     calls_remote: bool
     service_spans: tuple[Span, ...] = ()
+    names_dataset: bool = False  # FROM / FROM NAMED in the text (read with the whole parse only)
 
 
 def check_query(task: QueryTask, whole_parse: bool = False) -> CheckedQuery:
@@ -102,12 +103,14 @@ def check_query(task: QueryTask, whole_parse: bool = False) -> CheckedQuery:
     checked = check_user_sparql(task.text, task.service_allow, is_update=False, base=task.base_iri)
     if checked.must_parse is not None and parse_error(checked.must_parse, False, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
-    if whole_parse and not checked.calls_remote:
-        error = parse_error(task.text, False, task.base_iri)
+    names_dataset = False
+    if whole_parse:
+        names_dataset = has_dataset_clause(task.text)
+        error = None if checked.calls_remote else parse_error(task.text, False, task.base_iri)
         if error is not None:
             raise BadRequest(f"malformed query: {error}")
     spans = service_spans(task.text, task.base_iri) if checked.calls_remote and task.service_limits else ()
-    return CheckedQuery(checked.calls_remote, tuple(spans))
+    return CheckedQuery(checked.calls_remote, tuple(spans), names_dataset)
 
 
 def answer_query(store: Store, task: QueryTask) -> Answer:

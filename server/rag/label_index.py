@@ -27,7 +27,7 @@ from server.labels import label_preference
 from server.rag.embeddings import LABEL_DIMENSIONS, embedder
 from server.rag.relations import alias_words, mention_of, relation_lemmas, relation_matches, weak_name
 from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, normalize, symbols, words
-from server.store import GraphStore
+from server.store_base import StoreBackend
 
 MAX_NGRAM = 12  # the longest label, in words, that an exact n-gram match considers
 MAX_TOKENS = 64  # question words the ranked (FTS) stage searches for
@@ -193,7 +193,7 @@ class _CollectionIndex:
 class LabelIndex:
     """Label indexes of the store's collections; thread-safe, kept fresh by the store's load events."""
 
-    def __init__(self, store: GraphStore) -> None:
+    def __init__(self, store: StoreBackend) -> None:
         self.store = store
         self._indexes: dict[str, _CollectionIndex] = {}
         self._lock = threading.Lock()  # guards the dicts; each index has its own lock for sqlite
