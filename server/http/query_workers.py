@@ -43,11 +43,14 @@ from pyoxigraph import Store
 from server.config import PROJECT_ROOT
 from server.errors import Busy, GlassgraphError, LimitExceeded, StoreFailed, Unavailable
 from server.http.rdf_output import Answer
+from server.http.sparql_errors import SyntaxProblem
 from server.http.sparql_eval import (
+    CheckTask,
     PreparedUpdate,
     QueryTask,
     UpdateTask,
     answer_query,
+    check_query,
     deadline_exceeded,
     prepare_update,
 )
@@ -102,8 +105,8 @@ class _Snapshot:
 
 
 def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:
-    """A worker's loop: ("query", generation, QueryTask) or ("update", UpdateTask) in;
-    ("ok", Answer or PreparedUpdate) or ("error", GlassgraphError) out."""
+    """A worker's loop: ("query", generation, QueryTask), ("update", UpdateTask) or ("check", CheckTask)
+    in; ("ok", Answer, PreparedUpdate or SyntaxProblem | None) or ("error", GlassgraphError) out."""
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
@@ -115,7 +118,10 @@ def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes
         except EOFError:
             return
         try:
-            result = snapshot.answer(*job[1:]) if job[0] == "query" else prepare_update(job[1])
+            if job[0] == "query":
+                result = snapshot.answer(*job[1:])
+            else:
+                result = prepare_update(job[1]) if job[0] == "update" else check_query(job[1])
             replies.send(("ok", result))
         except GlassgraphError as error:
             replies.send(("error", error))
@@ -252,6 +258,12 @@ class QueryWorkers:
         parser past the deadline, the memory cap or the stack costs that worker, not the server (422)."""
         with self._parser.worker() as worker:
             return worker.ask(("update", task), deadline_s)
+
+    def check_query(self, task: CheckTask, deadline_s: float) -> SyntaxProblem | None:
+        """``sparql_eval.check_query`` in a query worker (a check is as costly as a query's parse, and
+        the editor sends one per pause in typing: it must not hold up the updates' parse worker)."""
+        with self._queries.worker() as worker:
+            return worker.ask(("check", task), deadline_s)
 
     def close(self) -> None:
         """Stop every worker (the server is shutting down)."""
