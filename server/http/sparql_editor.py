@@ -1,7 +1,7 @@
 """What the console's SPARQL editor asks the server while one types: whether the query parses (and
 where and why not, as a plain sentence), and which predicates the store uses, for completion.
 
-The check runs the server's own parser (decision 20), in a query worker on an on-disk store: the
+The check runs the server's own parser (decision 13), in a query worker on an on-disk store: the
 same guard and parser as ``/sparql``, so the editor marks exactly what a run would refuse, RDF 1.2
 triple terms included.
 """
@@ -13,7 +13,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from server.errors import BadRequest, UnsupportedMediaType
 from server.http.context import current_config, current_queries
-from server.http.dataset import current_descriptions
+from server.http.descriptions import current_descriptions
 from server.http.sparql_eval import CheckTask, check_query
 
 blueprint = Blueprint("sparql_editor", __name__)
