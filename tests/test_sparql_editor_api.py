@@ -3,6 +3,7 @@ over a real server on 127.0.0.1 with its query workers, and the parser's message
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -108,3 +109,18 @@ def test_plain_syntax_error_keeps_a_message_without_position() -> None:
         problem = plain_syntax_error(str(error), "SELECT * WHERE { ?s ?p ?o }}")
     assert problem.sentence == "line 1, column 28: this '}' closes no bracket."
     assert plain_syntax_error("something odd", "ASK {}").sentence == "something odd"
+
+
+def test_a_check_that_would_run_long_is_stopped_at_the_deadline(tmp_path: Path) -> None:
+    """An ASK is evaluated (on an empty store) when it is parsed: the check runs in a query worker that
+    is killed at the query deadline, and the next check gets a fresh worker."""
+    live = serve(GraphStore(tmp_path / "store"), query_deadline_s=0.5)
+    try:
+        values = " ".join(f"VALUES ?v{i} {{ {' '.join(str(n) for n in range(40))} }}" for i in range(5))
+        heavy = f"ASK {{ {values} FILTER(?v0 + ?v1 + ?v2 + ?v3 + ?v4 < 0) }}"
+        response = requests.post(f"{live.url}/api/sparql/check", data=heavy, headers={"Content-Type": QUERY},
+                                 timeout=60)
+        assert response.status_code == 422 and "deadline" in response.json()["error"]["message"]
+        assert check(live, "ASK { ?s ?p ?o }") == {"valid": True, "problem": None}
+    finally:
+        live.close()
