@@ -34,7 +34,7 @@ EXAMPLE_QUESTIONS = (
 SESSIONS_PER_PAGE = 20
 MAX_PAGE = MAX_SESSION_OFFSET // SESSIONS_PER_PAGE
 EDGE_LIMIT = template_limit("console_resource_out")  # the edges of each direction a resource page lists
-SAMPLE_TITLE = "CIA World Factbook 2015 (the sample dataset: country profiles, public domain)"
+SAMPLE_TITLE = "CIA World Factbook 2015 (the sample dataset)"
 SAMPLE_QUERY = """SELECT ?country ?capital WHERE {
   GRAPH ?g { ?country r:capital ?capital ; rdfs:label ?name }
   FILTER(STRSTARTS(?name, "N"))
