@@ -124,3 +124,13 @@ def test_a_check_that_would_run_long_is_stopped_at_the_deadline(tmp_path: Path) 
         assert check(live, "ASK { ?s ?p ?o }") == {"valid": True, "problem": None}
     finally:
         live.close()
+
+
+def test_an_in_memory_store_checks_in_the_server() -> None:
+    """No worker process can open an in-memory store: the check runs in the server, on a small stack."""
+    live = serve(GraphStore())
+    try:
+        assert check(live, "SELECT * WHERE { ?s r:p ?o }")["problem"]["column"] == 21
+        assert check(live, "SELECT * WHERE " + "{" * 500 + "}" * 500)["valid"] is False
+    finally:
+        live.close()
