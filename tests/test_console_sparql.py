@@ -62,6 +62,9 @@ def test_the_editor_marks_an_error_at_its_line_and_column(page: object, console_
     page.locator(MARK, has_text="}").wait_for()
     assert marked_line(page) == 5
     assert page.inner_text("#check") == "line 5, column 1: this '}' closes a '('."
+    set_query(page, "SELECT ?s WHERE {\n  ?s ?p ?o\n}\nLIMT 3")  # the parser reads this one to its end
+    page.locator(MARK, has_text="LIMT").wait_for()
+    assert marked_line(page) == 4
     set_query(page, "PREFIX r: <https://trustgraph.ai/r/>\nSELECT ?capital WHERE { ?c r:capital ?capital }")
     page.locator('#editor[data-check="done"]').wait_for(state="attached")
     assert page.locator(MARK).count() == 0 and page.inner_text("#check") == ""
@@ -143,6 +146,7 @@ def test_a_long_query_runs_reloads_and_downloads_without_the_address(page: objec
     run_query(page, query)
     page.locator("#result-title", has_text="400 rows").wait_for()
     assert "query=" not in page.url and not page.locator("#share").is_visible()
+    page.wait_for_load_state("networkidle")  # a reload aborts what is still loading (the favicon): a failed request
     page.reload()
     page.locator("#result-title", has_text="400 rows").wait_for()  # the reload runs it again
     assert editor_text(page) == query

@@ -59,6 +59,10 @@ def test_an_unknown_prefix_is_named_where_it_is_used(server: LiveServer) -> None
     ("SELEC * WHERE { ?s ?p ?o }", 1, 9, "unexpected 'WHERE': expected CONSTRUCT"),  # where the parser stops
     ("SELECT ?s WHERE { ?s ?p ?o } LIMIT x", 1, 36, "unexpected 'x': expected"),
     ("SELECT ?x WHERE { ?s ?p ?o } GROUP BY ?s", 1, 41, "The SELECT contains a variable that is unbound."),
+    # the parser reads these to their end; shorter prefixes, brackets closed, find where they go wrong
+    ("SELECT * WHERE { ?s ?p ?o }\nLIMT 3", 2, 1, "the query cannot be read from 'LIMT' on"),
+    ("SELECT * WHERE {\n  ?s ?p\n}", 2, 3, "the query cannot be read from '?s' on"),
+    ("ASK { ?s ?p }", 1, 14, "the query ends too early"),  # never reread: parsing an ASK evaluates it
 ])
 def test_parser_errors_read_as_sentences_with_their_position(server: LiveServer, text: str, line: int,
                                                              column: int, says: str) -> None:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from server.errors import BadRequest
-from server.http.sparql_guard import Token, tokenize
+from server.http.sparql_guard import Token, parse_error, tokenize
 
 _POSITION = re.compile(r"error at (\d+):(\d+): ", re.DOTALL)
 _CHAR_CLASS = re.compile(r"\[(?:'(?:\\.|[^'\\])*'|[^\]'])*\]")
@@ -38,8 +38,10 @@ class SyntaxProblem:
         return {"message": self.message, "line": self.line, "column": self.column, "sentence": self.sentence}
 
 
-def plain_syntax_error(raw: str, text: str) -> SyntaxProblem:
-    """The parser's message ``raw`` about ``text`` as a :class:`SyntaxProblem`."""
+def plain_syntax_error(raw: str, text: str, reread: bool = False, base: str | None = None) -> SyntaxProblem:
+    """The parser's message ``raw`` about ``text`` as a :class:`SyntaxProblem`. With ``reread`` (a query,
+    never an update: parsing an update runs it), a query the parser read to its end is parsed again in
+    shorter prefixes to find where it stops being readable."""
     lexical = _lexical_problem(text)
     if lexical is not None:
         return lexical
@@ -56,6 +58,10 @@ def plain_syntax_error(raw: str, text: str) -> SyntaxProblem:
     listed = tokens[0] if len(tokens) == 1 else ", ".join(tokens[:-1]) + " or " + tokens[-1]
     column, here = _word_at(text, line, column)
     if not here:  # the parser read to the end: what it expected there says little about what is wrong
+        unreadable = _first_unreadable_token(text, base) if reread else None
+        if unreadable is not None:
+            return SyntaxProblem(f"the query cannot be read from {unreadable.value!r} on (a missing or extra "
+                                 "term, bracket or dot here or just before).", *_position(text, unreadable.start))
         return SyntaxProblem("the query ends too early, or something before this point is malformed "
                              "(a missing term, bracket or dot).", line, column)
     return SyntaxProblem(f"unexpected {here!r}" + (f": expected {listed}." if tokens else "."), line, column)
@@ -96,10 +102,12 @@ def _lexical_problem(text: str) -> SyntaxProblem | None:
 
 
 _PAIRS = {"(": ")", "{": "}", "[": "]"}
+MAX_REREADS = 64  # parses spent looking back for where a query stops being readable
+MAX_REREAD_CHARS = 20_000
 
 
-def _unbalanced_bracket(tokens: list[Token]) -> tuple[Token, str] | None:
-    """The first bracket that closes nothing or the wrong bracket, else the innermost one never closed."""
+def _brackets(tokens: list[Token]) -> tuple[list[Token], tuple[Token, str] | None]:
+    """The brackets still open after ``tokens``, and the first that closes nothing or the wrong one."""
     opened: list[Token] = []
     for token in tokens:
         if token.kind != "punct":
@@ -108,11 +116,37 @@ def _unbalanced_bracket(tokens: list[Token]) -> tuple[Token, str] | None:
             opened.append(token)
         elif token.value in _PAIRS.values():
             if not opened:
-                return token, f"this '{token.value}' closes no bracket."
+                return opened, (token, f"this '{token.value}' closes no bracket.")
             if _PAIRS[opened[-1].value] != token.value:
-                return token, f"this '{token.value}' closes a '{opened[-1].value}'."
+                return opened, (token, f"this '{token.value}' closes a '{opened[-1].value}'.")
             opened.pop()
+    return opened, None
+
+
+def _unbalanced_bracket(tokens: list[Token]) -> tuple[Token, str] | None:
+    """The first bracket that closes nothing or the wrong bracket, else the innermost one never closed."""
+    opened, wrong = _brackets(tokens)
+    if wrong is not None:
+        return wrong
     return (opened[-1], f"this '{opened[-1].value}' is never closed.") if opened else None
+
+
+def _first_unreadable_token(text: str, base: str | None) -> Token | None:
+    """The token after the longest prefix of ``text`` that parses once its open brackets are closed,
+    looking back from the end at most ``MAX_REREADS`` tokens; None for an ASK (parsing one evaluates it)
+    or a text longer than ``MAX_REREAD_CHARS``."""
+    if len(text) > MAX_REREAD_CHARS:
+        return None
+    tokens = tokenize(text)  # it lexed once already (_lexical_problem)
+    form = next((t for t in tokens if t.is_word("SELECT", "CONSTRUCT", "DESCRIBE", "ASK")), None)
+    if form is None or form.is_word("ASK"):
+        return None
+    for cut in range(len(tokens) - 1, max(len(tokens) - 1 - MAX_REREADS, 0), -1):
+        opened, _ = _brackets(tokens[:cut])
+        closers = " ".join(_PAIRS[t.value] for t in reversed(opened))
+        if parse_error(f"{text[:tokens[cut].start]} {closers}", False, base) is None:
+            return tokens[cut]
+    return None
 
 
 def _word_at(text: str, line: int, column: int) -> tuple[int, str]:

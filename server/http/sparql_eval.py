@@ -103,7 +103,8 @@ def answer_query(store: Store, task: QueryTask) -> Answer:
             else:
                 answer = rdf_answer(_pull(result, task, as_tuples=False), task.accept)
         except SyntaxError as error:
-            raise BadRequest(f"malformed query: {plain_syntax_error(str(error), task.text).sentence}") from None
+            problem = plain_syntax_error(str(error), task.text, reread=True, base=task.base_iri)
+            raise BadRequest(f"malformed query: {problem.sentence}") from None
         except (OSError, RuntimeError, ValueError) as error:
             raise text.failure or evaluation_error(error, checked.calls_remote) from None
     if len(answer.body) > task.max_bytes:
@@ -185,7 +186,7 @@ def check_query(task: CheckTask) -> SyntaxProblem | None:
                                                                       is_update=False) is not None:
         return SyntaxProblem(REFUSED_UNVERIFIED)
     error = _parse_error_on_small_stack(task.text, task.base_iri, is_update=False)
-    return None if error is None else plain_syntax_error(error, task.text)
+    return None if error is None else plain_syntax_error(error, task.text, reread=True, base=task.base_iri)
 
 
 def _parse_error_on_small_stack(text: str, base: str | None, is_update: bool = True) -> str | None:
