@@ -176,8 +176,8 @@ class CheckTask:
 
 def check_query(task: CheckTask) -> SyntaxProblem | None:
     """Why ``task``'s query would be refused before it runs (the guard's checks, then the parser), or
-    None when it parses. The parser builds the query on an empty store, where an ASK is also evaluated:
-    call it where it can be stopped (the parse worker)."""
+    None when it parses. The parser builds the query on an empty store, where an ASK, or a SELECT with
+    ORDER BY or an aggregate, is also evaluated: call it where it can be stopped (a query worker)."""
     try:
         checked = check_user_sparql(task.text, task.service_allow, is_update=False, base=task.base_iri)
     except GlassgraphError as refused:
