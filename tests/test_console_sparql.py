@@ -129,10 +129,12 @@ def test_downloads_are_hidden_after_an_error(page: object, console_url: str) -> 
     run_query(page, "SELECT ?s WHERE { ?s ?p ?o } LIMIT 3")
     page.locator("#result-title", has_text="3 rows").wait_for()
     assert page.locator("#downloads a").count() == 4 and page.locator("#downloads").is_visible()
+    page.click("#tab-raw")
     run_query(page, "SELECT ?s WHERE { ?s ?p ?o } LIMIT x")
     page.locator("#error").wait_for()
     assert page.inner_text("#result-title") == "Error"
     assert not page.locator("#downloads").is_visible() and not page.locator("#result-views").is_visible()
+    assert not page.locator("#raw-view").is_visible()  # no empty raw view from the run before
     assert page.inner_text("#error .error-message").startswith("malformed query: line 1, column 36: unexpected 'x'")
 
 

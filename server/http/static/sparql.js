@@ -133,6 +133,7 @@
     errorBox.hidden = false;
     downloads.hidden = true;
     views.hidden = true;
+    showView("table");
     results.replaceChildren();
     raw.textContent = "";
     table.hide();

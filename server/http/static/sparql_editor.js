@@ -142,8 +142,8 @@ const GlassEditor = (() => {
       }
       if (view.state.doc.toString() !== text) return [];
       host.dataset.check = "done";
+      onCheck(body === null ? null : body.problem);
       if (body === null) return [];
-      onCheck(body.problem);
       if (body.valid) return [];
       const [from, to] = range(view.state.doc, body.problem);
       return [{ from, to, severity: "error", source: "parser", message: body.problem.sentence }];
