@@ -2,11 +2,13 @@
 
 The parser reports the furthest point it reached and everything it could have read there, character
 classes included (``error at 3:15: expected one of Prefix not found, ['%'], ['-' | '0' ..= '9' ...``).
-A person needs the line, the column and what is wrong: an undeclared prefix is named with the place
-it is used (the parser often notices it only at the end of the query), a sentence the parser wrote
-among the alternatives ("The SELECT contains a variable that is unbound") is kept, and otherwise the
-keywords and punctuation it expected are listed without the character classes. Runs where the text
-is parsed (a worker process): it lexes the client's text.
+A person needs the line, the column and what is wrong. What the guard's lexer can place exactly comes
+first: a string that does not end, a bracket that closes nothing or the wrong one or never closes, an
+undeclared prefix where it is used (the parser often notices it only at the end of the query). Then a
+sentence the parser wrote among the alternatives ("The SELECT contains a variable that is unbound"),
+or the keywords it expected, without the character classes. When the parser read to the end of a
+query, shorter prefixes are parsed again to find where it stops being readable (decision 13). Runs
+where the text is parsed (a worker process): it lexes and parses the client's text.
 """
 from __future__ import annotations
 
