@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import unquote_plus
+from urllib.parse import parse_qsl, unquote_plus
 
 import pytest
 import requests
@@ -215,3 +215,27 @@ GLASSGRAPH = [str(Path(sys.executable).with_name("glassgraph"))]
 
 def _cli_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("GLASSGRAPH_", "OPENAI_"))}
+
+
+# --- what a client's request can make Glassgraph send ------------------------------------------------------
+
+def test_a_client_chooses_the_dataset_but_no_other_parameter_of_the_engine_request() -> None:
+    engine = LoopbackListener()
+    store = RemoteStore(EngineEndpoints.of(engine.url.removesuffix("/sparql"), query=engine.url))
+    live = serve(store)
+    query = "SELECT * WHERE { ?s ?p ?o }"
+    try:
+        both = requests.post(live.url + "/sparql", data={"query": query, "update": "DROP ALL"})
+        assert both.status_code == 400
+        for send in (requests.get, lambda url, params: requests.post(url, data=params)):
+            answered = send(live.url + "/sparql", params={
+                "query": query, "default-graph-uri": "urn:test:g", "union-default-graph": "", "timeout": "0"})
+            assert answered.status_code == 200, answered.text
+        assert requests.get(live.url + "/sparql", params={"query": query, "timeout": "0"}).status_code == 200
+    finally:
+        live.close()
+        engine.close()
+    sent = [sorted(parse_qsl(body.decode(), keep_blank_values=True)) for body in engine.bodies]
+    text = f"BASE <{live.url}/sparql>\n{query}"
+    chosen = [("default-graph-uri", "urn:test:g"), ("query", text)]
+    assert sent == [chosen, chosen, [("query", text), ("union-default-graph", "")]]
