@@ -230,7 +230,8 @@ class _Slots:
 class QueryWorkers:
     """``size`` worker processes for clients' queries and one more for parse checks (so that
     runaway queries never hold up writes) over the on-disk store at ``store_path``; see the module
-    docstring. With no ``store_path`` (a remote engine evaluates the queries) only the parse worker runs."""
+    docstring. With no ``store_path`` (a remote engine evaluates the queries) the query workers only check
+    queries (``check_query``) and open no snapshot."""
 
     def __init__(self, store_path: Path | None, size: int, memory_mb: int, flush: Callable[[], None]) -> None:
         """``flush`` persists the server's recent writes (``GraphStore.flush``)."""
@@ -253,9 +254,9 @@ class QueryWorkers:
             return answer
 
     def check_query(self, task: QueryTask, deadline_s: float) -> CheckedQuery:
-        """``sparql_eval.check_query`` in the parse worker: the guard for a query another process evaluates
-        (a remote engine)."""
-        with self._parser.worker() as worker:
+        """``sparql_eval.check_query`` in a query worker: the guard for a query another process evaluates
+        (a remote engine), so that checks take turns as evaluations do, never behind an update's parse."""
+        with self._queries.worker() as worker:
             return worker.ask(("check", task), deadline_s)
 
     def prepare_update(self, task: UpdateTask, deadline_s: float) -> PreparedUpdate:

@@ -115,7 +115,7 @@ def evaluate_query(operation: Operation) -> Response:
 
     On an on-disk store both happen in a worker process that is killed at the deadline
     (``query_workers``); an in-memory store can only be read here, where the deadline is checked
-    between rows; a remote engine's query is checked in the parse worker, then forwarded
+    between rows; a remote engine's query is checked in a query worker, then forwarded
     (``sparql_forward``).
     """
     config = current_config()
