@@ -27,11 +27,11 @@ class ObservedStore(GraphStore):
         self.write_seconds = 0.0
         self.quads_written = 0
 
-    def query(self, name: str, bindings: dict[str, Term] | None = None,
-              values: dict | None = None, **options: object):  # type: ignore[no-untyped-def]
+    def query(self, name: str, values: dict | None = None, limit: int | None = None,
+              **options: object):  # type: ignore[no-untyped-def]
         if values and "e" in values:
             self.frontiers.append(list(values["e"]))
-        return super().query(name, bindings, values, **options)
+        return super().query(name, values, limit, **options)
 
     def extend(self, quads: Iterable[Quad]) -> None:
         quads = list(quads)

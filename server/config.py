@@ -35,6 +35,13 @@ class Config:
     """Every setting, with its environment variable in the comment."""
 
     store_path: str | None = field(default_factory=_default_store_path)  # GLASSGRAPH_STORE (":memory:" = in memory)
+    store_query_url: str | None = None  # GLASSGRAPH_STORE_QUERY_URL: a remote engine's query endpoint ({base}/query)
+    store_update_url: str | None = None  # GLASSGRAPH_STORE_UPDATE_URL: its update endpoint ({base}/update)
+    store_data_url: str | None = None  # GLASSGRAPH_STORE_DATA_URL: its Graph Store endpoint ({base}/store)
+    store_token: str | None = None  # GLASSGRAPH_STORE_TOKEN: bearer token sent to the engine
+    store_user: str | None = None  # GLASSGRAPH_STORE_USER: basic-auth user for the engine
+    store_password: str | None = None  # GLASSGRAPH_STORE_PASSWORD
+    store_dialect: str = "rdf12"  # GLASSGRAPH_STORE_DIALECT: rdf12 (<<( s p o )>>) | rdf-star (<< s p o >>)
     load_sample: bool = True  # GLASSGRAPH_LOAD_SAMPLE: load data/ into an empty store on first start
     default_collection: str = "default"  # GLASSGRAPH_COLLECTION
     explain_collection: str = "explainability"  # GLASSGRAPH_EXPLAIN_COLLECTION
@@ -64,6 +71,11 @@ class Config:
     max_answers: int = 8  # GLASSGRAPH_MAX_ANSWERS: GraphRAG answers in progress at once (429 past it)
     max_question_chars: int = 2000  # GLASSGRAPH_MAX_QUESTION: longest GraphRAG question, in characters
     max_document_bytes: int = 32 * 1024 * 1024  # GLASSGRAPH_MAX_DOCUMENT: largest document to ingest
+
+    @property
+    def remote_store(self) -> bool:
+        """Whether ``GLASSGRAPH_STORE`` is a SPARQL engine's base URL rather than a directory."""
+        return (self.store_path or "").startswith(("http://", "https://"))
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Config:
@@ -121,6 +133,13 @@ def _number(kind: str, text: str, variable: str) -> int | float:
 
 _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the first one set wins; kind)
     "store_path": (("GLASSGRAPH_STORE",), "str"),
+    "store_query_url": (("GLASSGRAPH_STORE_QUERY_URL",), "str"),
+    "store_update_url": (("GLASSGRAPH_STORE_UPDATE_URL",), "str"),
+    "store_data_url": (("GLASSGRAPH_STORE_DATA_URL",), "str"),
+    "store_token": (("GLASSGRAPH_STORE_TOKEN",), "secret"),
+    "store_user": (("GLASSGRAPH_STORE_USER",), "str"),
+    "store_password": (("GLASSGRAPH_STORE_PASSWORD",), "secret"),
+    "store_dialect": (("GLASSGRAPH_STORE_DIALECT",), "str"),
     "load_sample": (("GLASSGRAPH_LOAD_SAMPLE",), "bool"),
     "default_collection": (("GLASSGRAPH_COLLECTION",), "str"),
     "explain_collection": (("GLASSGRAPH_EXPLAIN_COLLECTION",), "str"),

@@ -144,3 +144,9 @@ class StoreLocked(GlassgraphError):
 
 class CannotConnect(GlassgraphError):
     type = ErrorType.CANNOT_CONNECT
+
+
+class StoreUnavailable(GlassgraphError):
+    """The remote SPARQL engine cannot be reached (or says it is unavailable); the message names its URL."""
+
+    type = ErrorType.UNAVAILABLE

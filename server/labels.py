@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
 from server.sparql_templates import render_term
-from server.store import GraphStore, graph_options
+from server.store_base import StoreBackend, graph_options
 from server.vocab import Term
 
 BATCH = 1000  # terms per query
@@ -47,7 +47,7 @@ def label_preference(label: Literal) -> tuple[bool, str]:
     return (not (language == "" or language.startswith("en")), label.value)
 
 
-def store_labels(store: GraphStore, terms: Iterable[object], graph: NamedNode | None = None) -> dict[NamedNode, str]:
+def store_labels(store: StoreBackend, terms: Iterable[object], graph: NamedNode | None = None) -> dict[NamedNode, str]:
     """The preferred ``rdfs:label`` of each IRI among ``terms`` that has one, in ``graph`` (in any
     graph when None)."""
     iris = list(dict.fromkeys(t for t in terms if isinstance(t, NamedNode)))

@@ -1,12 +1,11 @@
 """The SPARQL templates in ``sparql/``: loading them and binding parameters safely.
 
-Two ways to bind, and never string formatting of user input:
-
-* ``bindings``: single values, passed to pyoxigraph as ``substitutions`` (queries only; the
-  variable must be in the SELECT projection, so templates use ``SELECT *`` or project it).
-* ``values``: lists of rows for an empty ``VALUES`` block written in the template, e.g.
-  ``VALUES (?s ?p ?o) { }``. Rows are rendered by pyoxigraph's own escaped N-Triples
-  serialization (triple terms as ``<<( s p o )>>``), which is how updates take parameters.
+One way to bind, and never string formatting of user input: ``values``, lists of rows for an empty
+``VALUES`` block written in the template, e.g. ``VALUES (?s ?p ?o) { }`` (a single parameter is a
+one-row block; ``None`` is ``UNDEF``). Rows are rendered by pyoxigraph's own escaped N-Triples
+serialization, which every SPARQL engine reads, so a template runs unchanged on the embedded store and on
+a remote engine. Triple terms are spelled in the store's dialect (:data:`DIALECTS`): RDF 1.2's
+``<<( s p o )>>`` or RDF-star's ``<< s p o >>``.
 
 A template's ``LIMIT n`` is its cap; ``limit`` (an ``int``, written as digits) lowers it per call,
 since SPARQL has no parameter for LIMIT.
@@ -24,6 +23,8 @@ from server.config import SPARQL_DIR
 from server.vocab import Term
 
 ValuesKey = str | tuple[str, ...]
+RDF12, RDF_STAR = "rdf12", "rdf-star"
+DIALECTS = (RDF12, RDF_STAR)  # how triple terms are written: RDF 1.2 engines, RDF-star engines (Jena, GraphDB, ...)
 
 _EMPTY_VALUES = re.compile(r"VALUES\s*(\?\w+|\(\s*(?:\?\w+\s*)+\))\s*\{\s*\}", re.IGNORECASE)
 _LIMIT = re.compile(r"\bLIMIT\s+(\d+)", re.IGNORECASE)
@@ -33,15 +34,16 @@ class TemplateError(LookupError):
     """A template is missing, or a parameter does not fit it."""
 
 
-def render_term(term: Term | BlankNode, blank_nodes: bool = False) -> str:
-    """Serialize a term in pyoxigraph's escaped N-Triples form (triple terms as ``<<( s p o )>>``).
+def render_term(term: Term | BlankNode, blank_nodes: bool = False, dialect: str = RDF12) -> str:
+    """Serialize a term in pyoxigraph's escaped N-Triples form, triple terms as ``<<( s p o )>>``
+    (``dialect`` rdf12) or ``<< s p o >>`` (rdf-star).
 
     Blank nodes cannot be bound in a VALUES block; ``blank_nodes`` allows them as ``_:id``, for
     data written with ``INSERT DATA``.
     """
     if isinstance(term, Triple):
-        parts = (render_term(t, blank_nodes) for t in (term.subject, term.predicate, term.object))
-        return "<<( {} {} {} )>>".format(*parts)
+        parts = (render_term(t, blank_nodes, dialect) for t in (term.subject, term.predicate, term.object))
+        return ("<<( {} {} {} )>>" if dialect == RDF12 else "<< {} {} {} >>").format(*parts)
     if isinstance(term, (NamedNode, Literal)) or (blank_nodes and isinstance(term, BlankNode)):
         return str(term)
     if isinstance(term, BlankNode):
@@ -66,7 +68,7 @@ def _in_comment(text: str, position: int) -> bool:
     return text[line_start:position].lstrip().startswith("#")
 
 
-def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]]) -> str:
+def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]], dialect: str = RDF12) -> str:
     """Fill each empty ``VALUES`` block of ``text`` whose variables match a key of ``values``."""
     wanted = {_key_vars(key): rows for key, rows in values.items()}
     seen: set[tuple[str, ...]] = set()
@@ -81,7 +83,7 @@ def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | T
             cells = (row,) if len(names) == 1 and not isinstance(row, (tuple, list)) else tuple(row)
             if len(cells) != len(names):
                 raise TemplateError(f"row {row!r} does not fit VALUES {match.group(1)}")
-            rendered = " ".join(render_term(cell) for cell in cells)
+            rendered = " ".join(render_term(cell, dialect=dialect) for cell in cells)
             lines.append(rendered if len(names) == 1 and match.group(1).startswith("?") else f"({rendered})")
         return f"VALUES {match.group(1)} {{\n  " + "\n  ".join(lines) + "\n}"
 

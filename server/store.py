@@ -1,8 +1,7 @@
-"""The store: one pyoxigraph Store, its named-graph layout, templates and writers' lock.
+"""The embedded backend of the store interface (``server/store_base.py``): one pyoxigraph Store.
 
-Code outside this module reads and writes through these methods, the seam a remote store would
-fill (a client's query in the server, on an in-memory store, is the one use of ``raw`` outside).
-Every query the pipeline runs is a template in ``sparql/``, and it writes with ``extend``; the one
+Code outside the store modules reads and writes through :class:`~server.store_base.StoreBackend`
+(a client's query in the server, on an in-memory store, is the one use of ``raw`` outside). The one
 update built here is the Graph Store Protocol's replace/merge (``write_graph``): its body's triples may
 hold blank nodes, which no VALUES block can carry, so they are written as ``INSERT DATA`` with
 pyoxigraph's own escaping (``render_term``) of terms pyoxigraph parsed, never from request text.
@@ -10,61 +9,46 @@ pyoxigraph's own escaping (``render_term``) of terms pyoxigraph parsed, never fr
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
+from typing import IO
 
-from pyoxigraph import (
-    BlankNode,
-    DefaultGraph,
-    NamedNode,
-    Quad,
-    QueryBoolean,
-    QuerySolutions,
-    QueryTriples,
-    RdfFormat,
-    Store,
-    Triple,
-    Variable,
-)
+from pyoxigraph import DefaultGraph, NamedNode, Quad, RdfFormat, Store, Triple
 
 from server import vocab
 from server.errors import StoreLocked
-from server.sparql_templates import Term, ValuesKey, load_template, render_limit, render_term, render_values
+from server.sparql_templates import Term, render_term
+from server.store_base import GraphName, QueryResult, StoreBackend, Values, graph_options, template_text
 
-QueryResult = QuerySolutions | QueryBoolean | QueryTriples
-GraphName = NamedNode | DefaultGraph
-LoadListener = Callable[[str, list | None], None]  # (collection, labels added or None)
+__all__ = ["GraphStore", "GraphName", "QueryResult", "graph_options", "store_directory", "insert_data_update"]
 
 
 def store_directory(path: str | Path | None) -> Path | None:
-    """The directory of an on-disk store; None for an in-memory one (``None`` or ``":memory:"``)."""
-    return None if path in (None, ":memory:") else Path(path)
-
-
-def _data(term: Term | BlankNode) -> str:
-    return render_term(term, blank_nodes=True)
+    """The directory of an on-disk store; None for an in-memory one (``None`` or ``":memory:"``) or a remote
+    engine (an ``http(s)://`` URL)."""
+    return None if path in (None, ":memory:") or str(path).startswith(("http://", "https://")) else Path(path)
 
 
 def _graph_clause(graph: GraphName) -> str:
     return "DEFAULT" if isinstance(graph, DefaultGraph) else f"GRAPH {render_term(graph)}"
 
 
-def graph_options(graph: NamedNode | None) -> dict[str, object]:
-    """Query options that make ``graph`` the default graph, or the union of every graph if None."""
-    return {"default_graph": graph} if graph is not None else {"use_default_graph_as_union": True}
+def insert_data_update(graph: GraphName, triples: Sequence[Triple], replace: bool, dialect: str) -> str:
+    """The update that replaces (or merges into) ``graph`` with ``triples``: both backends' ``write_graph``."""
+    operations = [f"CLEAR SILENT {_graph_clause(graph)}"] if replace else []
+    if isinstance(graph, NamedNode):
+        operations.append(f"CREATE SILENT GRAPH {render_term(graph)}")
+    if triples:
+        body = "\n".join(" ".join(render_term(term, True, dialect) for term in (t.subject, t.predicate, t.object))
+                         + " ." for t in triples)
+        operations.append(f"INSERT DATA {{ GRAPH {render_term(graph)} {{\n{body}\n}} }}"
+                          if isinstance(graph, NamedNode) else f"INSERT DATA {{\n{body}\n}}")
+    return " ;\n".join(operations)
 
 
-def _template_text(name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None,
-                   limit: int | None = None) -> str:
-    """Template ``name`` with its VALUES blocks filled and its LIMITs lowered to ``limit``."""
-    text = load_template(name)
-    if limit is not None:
-        text = render_limit(text, limit)
-    return render_values(text, values) if values else text
-
-
-class GraphStore:
+class GraphStore(StoreBackend):
     """An on-disk (``path``) or in-memory (``path=None``) store with Glassgraph's graph layout.
 
     Reads run concurrently; every write goes through :meth:`writing` so that read-modify-write
@@ -77,6 +61,7 @@ class GraphStore:
 
         Raises :class:`~server.errors.StoreLocked` when another process holds the on-disk store.
         """
+        super().__init__(explain_collection)
         self.path = store_directory(path)
         if self.path is not None and not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -92,35 +77,16 @@ class GraphStore:
                     raise
                 raise StoreLocked(f"the store at {self.path.resolve()} is in use by another process "
                                   "(a running server?)") from exc
-        self.explain_collection = explain_collection
-        self.explain_graph = vocab.explain_graph(explain_collection)
         self._write_lock = threading.RLock()
-        self.generation = 0  # writes so far: another process's snapshot older than this is stale
-        self.trace_writes = 0  # of those, GraphRAG explanations (record_trace)
-        self._load_listeners: list[LoadListener] = []
 
     # --- reading -------------------------------------------------------------------------------
 
-    def query(self, name: str, bindings: dict[str, Term] | None = None,
-              values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None,
-              limit: int | None = None, **options: object) -> QueryResult:
-        """Run template ``sparql/{name}.rq`` with parameters bound and LIMITs lowered to ``limit``
-        (see sparql_templates)."""
-        text = _template_text(name, values, limit)
-        substitutions = {Variable(k): v for k, v in (bindings or {}).items()}
-        return self.raw.query(text, substitutions=substitutions or None, **options)
+    def query(self, name: str, values: Values | None = None, limit: int | None = None,
+              **options: object) -> QueryResult:
+        return self.run_query(template_text(name, values, limit), **options)
 
-    def select(self, name: str, bindings: dict[str, Term] | None = None,
-               values: dict[ValuesKey, Iterable[Sequence[Term] | Term]] | None = None,
-               **options: object) -> list[dict[str, Term]]:
-        """Run a SELECT template and return its rows as dicts (unbound variables left out).
-
-        ``options`` go to pyoxigraph, e.g. ``default_graph=graph``: a graph chosen that way is used
-        directly, while a substituted ``GRAPH ?g`` is joined late (100 times slower on a big store).
-        """
-        solutions = self.query(name, bindings, values, **options)
-        names = [v.value for v in solutions.variables]
-        return [{n: row[n] for n in names if row[n] is not None} for row in solutions]
+    def run_query(self, text: str, **options: object) -> QueryResult:
+        return self.raw.query(text, **options)
 
     def is_empty(self) -> bool:
         return next(iter(self.raw.quads_for_pattern(None, None, None)), None) is None
@@ -129,48 +95,15 @@ class GraphStore:
         return len(self.raw)
 
     def quads(self, subject: Term | None = None, predicate: NamedNode | None = None, obj: Term | None = None,
-              graph: GraphName | None = None) -> Iterator[Quad]:
+              graph: GraphName | None = None, limit: int | None = None) -> Iterator[Quad]:
         """The quads matching a pattern (None matches anything), lazily."""
-        return iter(self.raw.quads_for_pattern(subject, predicate, obj, graph))
+        return islice(self.raw.quads_for_pattern(subject, predicate, obj, graph), limit)
 
     def named_graphs(self) -> list[NamedNode]:
         return [graph for graph in self.raw.named_graphs() if isinstance(graph, NamedNode)]
 
     def has_graph(self, graph: GraphName) -> bool:
-        """Whether ``graph`` exists (the default graph always does)."""
         return isinstance(graph, DefaultGraph) or self.raw.contains_named_graph(graph)
-
-    def collection_of(self, graph: NamedNode) -> str | None:
-        """The collection whose knowledge graph ``graph`` is; None for provenance, librarian and
-        this store's explainability graph (whatever its configured name)."""
-        return None if graph == self.explain_graph else vocab.collection_of_graph(graph)
-
-    def check_collection(self, collection: str) -> None:
-        """ValueError saying why ``collection`` cannot name a user collection of this store."""
-        vocab.check_collection_name(collection, self.explain_collection)
-
-    def collections(self) -> list[dict[str, object]]:
-        """Every collection with the triple counts of its knowledge and source graphs."""
-        counts = {row["g"].value: int(row["n"].value) for row in self.select("graph_counts")}
-        result = []
-        names = {self.collection_of(NamedNode(graph.removesuffix(":source"))) for graph in counts}
-        for name in sorted(names - {None}):
-            graph = vocab.collection_graph(name).value
-            result.append({"collection": name, "graph": graph, "triples": counts.get(graph, 0),
-                           "source_triples": counts.get(vocab.source_graph(name).value, 0)})
-        return result
-
-    def librarian_text(self, iri: NamedNode) -> str | None:
-        """The text the librarian graph holds for ``iri`` (a document, page, chunk or answer); None if none."""
-        content = next(self.raw.quads_for_pattern(iri, vocab.TG.content, None, vocab.LIBRARIAN_GRAPH), None)
-        return None if content is None else content.object.value
-
-    def has_collection(self, collection: str) -> bool:
-        """Whether user collection ``collection`` holds data (knowledge, or only the provenance of documents
-        ingested without an LLM); ValueError for a name that is not one."""
-        self.check_collection(collection)
-        return any(self.raw.contains_named_graph(graph) for graph in (vocab.collection_graph(collection),
-                                                                       vocab.source_graph(collection)))
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -184,32 +117,17 @@ class GraphStore:
                 self.generation += 1
 
     def run_update(self, text: str, base_iri: str | None = None) -> None:
-        """Run a SPARQL update atomically (all of it or nothing) under the writers' lock; relative IRIs
-        resolve against ``base_iri`` unless the text says BASE."""
         with self.writing() as store:
             store.update(text, base_iri=base_iri)
 
-    def update(self, name: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]]) -> None:
-        """Run update template ``sparql/{name}.ru`` with its VALUES blocks filled, atomically."""
-        self.run_update(_template_text(name, values))
-
     def write_graph(self, graph: GraphName, triples: Sequence[Triple], replace: bool) -> bool:
-        """Replace (or merge into) ``graph``'s content with ``triples`` in one transaction; True if
-        the graph is new. See the module docstring for why this update is built here."""
-        operations = [f"CLEAR SILENT {_graph_clause(graph)}"] if replace else []
-        if isinstance(graph, NamedNode):
-            operations.append(f"CREATE SILENT GRAPH {render_term(graph)}")
-        if triples:
-            body = "\n".join(f"{_data(t.subject)} {_data(t.predicate)} {_data(t.object)} ." for t in triples)
-            operations.append(f"INSERT DATA {{ GRAPH {render_term(graph)} {{\n{body}\n}} }}"
-                              if isinstance(graph, NamedNode) else f"INSERT DATA {{\n{body}\n}}")
+        """See the module docstring for why this update is built here."""
         with self.writing() as store:
             created = not self.has_graph(graph)
-            store.update(" ;\n".join(operations))
+            store.update(insert_data_update(graph, triples, replace, self.dialect))
         return created
 
     def drop_graph(self, graph: GraphName) -> bool:
-        """Drop a named graph, or empty the default graph; False if the named graph does not exist."""
         with self.writing() as store:
             if not self.has_graph(graph):
                 return False
@@ -220,27 +138,13 @@ class GraphStore:
         return True
 
     def extend(self, quads: Iterable[Quad]) -> None:
-        """Add quads in one transaction: all or nothing."""
         with self.writing() as store:
             store.extend(quads)
 
-    def record_trace(self, quads: Iterable[Quad]) -> None:
-        """:meth:`extend` for GraphRAG's explanations, counted apart (``trace_writes``): anonymous questions
-        write them, so what describes the data (VoID) need not be redone after each one."""
+    def load(self, stream: IO[bytes], fmt: RdfFormat, graph: NamedNode) -> None:
+        """One transaction: a parse error or a crash leaves the store as it was."""
         with self.writing() as store:
-            store.extend(quads)
-            self.trace_writes += 1
-
-    def add_load_listener(self, listener: LoadListener) -> None:
-        """``listener(collection, added_labels)`` runs after data is written into a collection."""
-        self._load_listeners.append(listener)
-
-    def notify_loaded(self, collection: str, added_labels: list | None = None) -> None:
-        """Data was written into ``collection``; ``added_labels`` (``(term IRI, label Literal, is a relation)``),
-        when the writer knows them, are all the ``rdfs:label``s it added: label indexes then add those
-        instead of reading the collection again."""
-        for listener in list(self._load_listeners):
-            listener(collection, added_labels)
+            store.load(stream, format=fmt, to_graph=graph)
 
     # --- whole-store operations -----------------------------------------------------------------
 

@@ -5,7 +5,7 @@ triples), with triple counts, property and class partitions, the vocabularies us
 resources, the SPARQL endpoint and a data dump (the graph's Graph Store URL).
 
 Describing reads every graph once (two templates per graph, about 0.2 s on the sample), so the
-HTTP layer keeps the result until the store's next write (``GraphStore.generation``).
+HTTP layer keeps the result until the store's next write (``StoreBackend.generation``).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 from pyoxigraph import BlankNode, DefaultGraph, Literal, NamedNode, Triple
 
 from server import vocab
-from server.store import GraphName, GraphStore
+from server.store_base import GraphName, StoreBackend
 from server.vocab import RDF, Namespace
 
 VOID = Namespace("http://rdfs.org/ns/void#")
@@ -79,7 +79,7 @@ def namespace_of(iri: str) -> str | None:
     return iri[:cut + 1] if cut > iri.find("//") + 1 else None
 
 
-def graph_role(store: GraphStore, graph: GraphName) -> GraphRole:
+def graph_role(store: StoreBackend, graph: GraphName) -> GraphRole:
     if isinstance(graph, DefaultGraph):
         return GraphRole("default", None)
     if graph == store.explain_graph:
@@ -95,16 +95,16 @@ def graph_role(store: GraphStore, graph: GraphName) -> GraphRole:
     return GraphRole("graph", graph.value)
 
 
-def describe_graph(store: GraphStore, graph: GraphName) -> GraphDescription:
+def describe_graph(store: StoreBackend, graph: GraphName) -> GraphDescription:
     properties = [(row["p"], int(row["n"].value)) for row in store.select("void_properties", default_graph=graph)]
     classes = [(row["class"], int(row["n"].value)) for row in store.select("void_classes", default_graph=graph)
                if isinstance(row["class"], NamedNode)]
-    subjects = (q.subject for q in islice(store.quads(graph=graph), _EXAMPLE_SCAN) if isinstance(q.subject, NamedNode))
+    subjects = (q.subject for q in store.quads(graph=graph, limit=_EXAMPLE_SCAN) if isinstance(q.subject, NamedNode))
     return GraphDescription(graph, graph_role(store, graph), sum(n for _, n in properties), properties, classes,
                             list(islice(dict.fromkeys(subjects), EXAMPLES)))
 
 
-def describe_store(store: GraphStore) -> list[GraphDescription]:
+def describe_store(store: StoreBackend) -> list[GraphDescription]:
     """Every named graph, then the default graph if it holds triples."""
     described = [describe_graph(store, graph) for graph in sorted(store.named_graphs(), key=lambda g: g.value)]
     default = describe_graph(store, DefaultGraph())

@@ -1,32 +1,110 @@
-"""Shared fixtures: real on-disk stores in temporary directories."""
+"""Shared fixtures: real on-disk stores in temporary directories, and the same on a real remote engine.
+
+A test module that sets ``BOTH_BACKENDS = True`` runs each of its tests that uses a store (``store``,
+``sample_store``, ``france_store``, or ``store_backend`` itself) on both backends: the embedded store and
+a ``RemoteStore`` on ``oxigraph serve`` (from the ``oxigraph`` wheel) on loopback. One engine serves every
+``store`` of the session and is emptied (``DROP ALL``) before each test; the sample data has an engine of
+its own, loaded once.
+"""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from console_browser import browser, console_url, page, session_iri  # noqa: F401  (fixtures: the console in Chromium)
+from oxigraph_server import OxigraphServer
 from scripted_llm import scripted_llm  # noqa: F401  (fixture: scripted OpenAI-compatible server)
 
 from server.config import SAMPLE_DATA
-from server.ingest.load import build_store
+from server.ingest.load import build_store, load_file
+from server.remote_store import EngineEndpoints, RemoteStore
 from server.store import GraphStore
+from server.store_base import StoreBackend
+
+BACKENDS = ("embedded", "remote")
+ENGINE_TIMEOUT_S = 60  # oxigraph serve --timeout-s: longer than any test's own deadline
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> GraphStore:
-    """An empty on-disk store of its own for one test."""
-    return GraphStore(tmp_path / "store")
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Both backends for the store-using tests of a module with ``BOTH_BACKENDS = True``."""
+    if getattr(metafunc.module, "BOTH_BACKENDS", False) and "store_backend" in metafunc.fixturenames:
+        metafunc.parametrize("store_backend", BACKENDS, indirect=True, scope="session")
+
+
+both_backends = pytest.mark.parametrize("store_backend", BACKENDS, indirect=True, scope="session")  # one test
 
 
 @pytest.fixture(scope="session")
-def sample_store(tmp_path_factory: pytest.TempPathFactory) -> GraphStore:
-    """One on-disk store with the sample dataset in the `default` collection, shared by a session.
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """``embedded`` unless the module runs on both backends (``BOTH_BACKENDS``)."""
+    return getattr(request, "param", "embedded")
+
+
+def start_engine(tmp_path_factory: pytest.TempPathFactory, name: str,
+                 timeout_s: float = ENGINE_TIMEOUT_S) -> OxigraphServer:
+    """``oxigraph serve --timeout-s`` in memory on a free loopback port (its log under a temporary directory)."""
+    return OxigraphServer(tmp_path_factory.mktemp(name) / "engine", "--timeout-s", str(timeout_s), memory=True)
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OxigraphServer]:
+    """The remote stores' engine for the session (emptied before each test that uses ``store``)."""
+    server = start_engine(tmp_path_factory, "engine")
+    yield server
+    server.close()
+
+
+def remote_store(url: str) -> RemoteStore:
+    return RemoteStore(EngineEndpoints.of(url))
+
+
+@pytest.fixture
+def store(tmp_path: Path, store_backend: str, request: pytest.FixtureRequest) -> Iterator[StoreBackend]:
+    """An empty store of its own for one test: on disk, or the session's engine emptied."""
+    if store_backend == "embedded":
+        yield GraphStore(tmp_path / "store")
+        return
+    remote = remote_store(request.getfixturevalue("engine").url)
+    remote.run_update("DROP SILENT ALL")
+    yield remote
+    remote.close()
+
+
+@contextmanager
+def own_store(tmp_path_factory: pytest.TempPathFactory, store_backend: str, name: str) -> Iterator[StoreBackend]:
+    """An empty store for a module's fixture: a directory of its own, or an engine of its own (the session's
+    engine is emptied before every test)."""
+    if store_backend == "embedded":
+        yield GraphStore(tmp_path_factory.mktemp(name) / "store")
+        return
+    server = start_engine(tmp_path_factory, name)
+    remote = remote_store(server.url)
+    try:
+        yield remote
+    finally:
+        remote.close()
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def sample_store(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Iterator[StoreBackend]:
+    """One store with the sample dataset in the `default` collection, shared by a session.
 
     Tests may add explain traces to it; tests that change the knowledge graph use `store`.
     """
-    path = tmp_path_factory.mktemp("sample") / "store"
-    build_store(path, SAMPLE_DATA, "default", progress=False)  # same content as load_file, faster
-    return GraphStore(path)
+    if store_backend == "embedded":
+        path = tmp_path_factory.mktemp("sample") / "store"
+        build_store(path, SAMPLE_DATA, "default", progress=False)  # same content as load_file, faster
+        yield GraphStore(path)
+        return
+    server = start_engine(tmp_path_factory, "sample-engine")
+    remote = remote_store(server.url)
+    load_file(remote, SAMPLE_DATA, "default", progress=False)
+    yield remote
+    remote.close()
+    server.close()
 
 
 @pytest.fixture

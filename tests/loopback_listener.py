@@ -10,20 +10,23 @@ EMPTY_RESULTS = b'{"head":{"vars":[]},"results":{"bindings":[{}]}}'
 
 
 class LoopbackListener:
-    """``calls`` lists the request lines received; ``reply`` is the body answered to each, with
+    """``calls`` lists the request lines received, ``bodies`` their bodies; ``reply`` is the body answered to each, with
     ``status`` and ``headers``, after ``delay_s``, each byte ``drip_s`` after the one before."""
 
     def __init__(self, reply: bytes = EMPTY_RESULTS, content_type: str = "application/sparql-results+json",
                  status: int = 200, headers: dict[str, str] | None = None, delay_s: float = 0.0,
                  drip_s: float = 0.0) -> None:
         self.calls: list[str] = []
+        self.bodies: list[bytes] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         listener = self
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
                 listener.calls.append(self.requestline)
+                listener.authorizations.append(self.headers.get("Authorization"))
                 length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
+                listener.bodies.append(self.rfile.read(length))
                 time.sleep(delay_s)
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)

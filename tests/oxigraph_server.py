@@ -1,5 +1,6 @@
 """Oxigraph's own server (``oxigraph serve``, from the ``oxigraph`` wheel on PyPI) as a subprocess on
-127.0.0.1, for the federation tests and the conformance comparison (``bench/w3c_conformance.py``)."""
+127.0.0.1: the federation tests' remote endpoint, the remote store's engine (``conftest.engine``) and
+the conformance comparison (``bench/w3c_conformance.py``)."""
 from __future__ import annotations
 
 import shutil
@@ -24,13 +25,15 @@ def oxigraph_cli() -> str:
 class OxigraphServer:
     """``oxigraph serve --location LOCATION`` on a free port until ``close()``; ``url`` is its root,
     ``url + "/query"`` its query endpoint, ``/update`` and ``/store`` the others. Output goes to
-    ``LOCATION/../oxigraph.log``."""
+    ``LOCATION/../oxigraph.log``. With ``memory=True`` the engine keeps its data in memory (LOCATION is
+    then only where the log goes)."""
 
-    def __init__(self, location: Path, *options: str) -> None:
+    def __init__(self, location: Path, *options: str, memory: bool = False) -> None:
         self.url = f"http://127.0.0.1:{free_port()}"
         self.log_path = location.parent / "oxigraph.log"
+        where = [] if memory else ["--location", str(location)]
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen([oxigraph_cli(), "serve", "--location", str(location), "--bind",
+            self.process = subprocess.Popen([oxigraph_cli(), "serve", *where, "--bind",
                                              self.url.removeprefix("http://"), *options], stdout=log, stderr=log)
         deadline = time.monotonic() + _START_TIMEOUT_S
         while True:

@@ -32,10 +32,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def production_command(port: int) -> list[str]:
-    """The README's serving command, bound to 127.0.0.1:``port``."""
+def production_command(port: int, workers: int = 1) -> list[str]:
+    """The README's serving command, bound to 127.0.0.1:``port`` (more than one worker: a remote store only)."""
     gunicorn = Path(sys.executable).with_name("gunicorn")
-    return [str(gunicorn), "-w", "1", "-k", WORKER, "-b", f"127.0.0.1:{port}", "server.asgi:app"]
+    return [str(gunicorn), "-w", str(workers), "-k", WORKER, "-b", f"127.0.0.1:{port}", "server.asgi:app"]
 
 
 def _environment(store_path: Path, env: Mapping[str, str]) -> dict[str, str]:
@@ -49,12 +49,13 @@ def _environment(store_path: Path, env: Mapping[str, str]) -> dict[str, str]:
 class ProductionServer:
     """The production command serving ``store_path``; ``url`` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self, store_path: Path, env: Mapping[str, str] | None = None, log_path: Path | None = None) -> None:
+    def __init__(self, store_path: Path, env: Mapping[str, str] | None = None, log_path: Path | None = None,
+                 workers: int = 1) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path or store_path.parent / "gunicorn.log"
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(production_command(self.port), cwd=PROJECT_ROOT,
+            self.process = subprocess.Popen(production_command(self.port, workers), cwd=PROJECT_ROOT,
                                             env=_environment(store_path, env or {}), stdout=log, stderr=log,
                                             start_new_session=True)  # a process group: close() can end the worker too
         try:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from conftest import start_engine
 from flask import request
 from pyoxigraph import NamedNode, Quad
 from werkzeug.serving import make_server
@@ -32,7 +33,10 @@ from server.explain.trace import read_trace
 from server.http.app import create_app
 from server.http.context import require_write_access
 from server.rag.retrieval import RetrievalLimits
+from server.remote_store import BACKUP_FILE
 from server.store import GraphStore
+
+BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
 
 QUESTION = "What is the capital of France?"
 EDGE = "Edge: (France, capital, Paris)"
@@ -99,14 +103,18 @@ def token_server_url(sample_store: GraphStore) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def cli_store(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A store of the CLI's own, loaded with the sample data by ``glassgraph load``."""
-    path = str(tmp_path_factory.mktemp("cli") / "store")
+def cli_store(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Iterator[str]:
+    """A store of the CLI's own, loaded with the sample data by ``glassgraph load``: a directory, or the URL
+    of an engine of its own."""
+    engine = start_engine(tmp_path_factory, "cli-engine") if store_backend == "remote" else None
+    path = engine.url if engine is not None else str(tmp_path_factory.mktemp("cli") / "store")
     result = run(GLASSGRAPH, "--store", path, "load", str(SAMPLE_DATA), "-C", "default")
     assert result.returncode == 0, result.stderr
     assert re.search(r"loaded \d+ quads from 1 file\(s\); collection 'default' now holds [1-9]\d* triples",
                      result.stdout), result.stdout
-    return path
+    yield path
+    if engine is not None:
+        engine.close()
 
 
 def blocks(stderr: str) -> list[tuple[str, str, list[str]]]:
@@ -276,7 +284,8 @@ def test_serve_prints_the_console_url_and_answers_over_http(cli_store: str, tmp_
         found = blocks(asked.stderr)
         explained = run(GLASSGRAPH, "--store", cli_store, "explain", found[0][1])
         assert explained.returncode == 0, explained.stderr
-        assert "reading a snapshot" in explained.stderr  # the server holds the store
+        remote = cli_store.startswith("http://")  # an engine serves the server and the CLI at once
+        assert ("reading a snapshot" in explained.stderr) != remote  # the server holds an embedded store
         assert EDGE in edge_details(found[2][2])
         assert edge_details(explained.stdout.splitlines()) == edge_details(found[2][2])
     finally:
@@ -299,6 +308,10 @@ def test_collections_dump_backup_reindex(cli_store: str, tmp_path: Path) -> None
 
     target = tmp_path / "backup"
     assert run(GLASSGRAPH, "--store", cli_store, "backup", str(target)).returncode == 0
+    if cli_store.startswith("http://"):  # an engine's backup is a dump: restored by loading it
+        restored = str(tmp_path / "restored")
+        assert run(GLASSGRAPH, "--store", restored, "load", str(target / BACKUP_FILE)).returncode == 0
+        target = restored
     copied = run(GLASSGRAPH, "--store", str(target), "collections")
     assert copied.stdout == listed.stdout
 

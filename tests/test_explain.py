@@ -11,6 +11,8 @@ from server.explain.trace import list_sessions, read_trace
 from server.store import GraphStore
 from server.vocab import ENTITY, RELATION, TG
 
+BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
+
 CAPITAL = Triple(ENTITY.france, RELATION.capital, ENTITY.paris)
 CURRENCY = Triple(ENTITY.france, RELATION.currency, ENTITY.euro)
 MOTTO = Triple(ENTITY.france, RELATION.motto, Literal("Liberté, égalité, fraternité", language="fr"))
@@ -64,15 +66,15 @@ def test_recorder_writes_the_seed_specification_entities(france_store: GraphStor
     recorder = _record(france_store, "What is the capital of France?", [(CAPITAL, "names the capital")],
                        "Paris is the capital of France.")
     sid, graph = recorder.session_id, france_store.explain_graph
-    raw = france_store.raw
-    assert raw.contains_named_graph(graph)
+    raw = france_store
+    assert raw.has_graph(graph)
     edge_node = vocab.edge_selection_iri(sid, 0)
-    assert list(raw.quads_for_pattern(edge_node, TG.edge, None, graph))[0].object == CAPITAL
-    assert list(raw.quads_for_pattern(vocab.answer_document_iri(sid), TG.content, None,
+    assert list(raw.quads(edge_node, TG.edge, None, graph))[0].object == CAPITAL
+    assert list(raw.quads(vocab.answer_document_iri(sid), TG.content, None,
                                       vocab.LIBRARIAN_GRAPH))[0].object.value == "Paris is the capital of France."
-    assert list(raw.quads_for_pattern(vocab.session_iri(sid), TG.model, None, graph))[0].object.value == "offline"
+    assert list(raw.quads(vocab.session_iri(sid), TG.model, None, graph))[0].object.value == "offline"
     # nothing of the answer text in the explainability graph
-    assert not list(raw.quads_for_pattern(None, TG.content, None, graph))
+    assert not list(raw.quads(None, TG.content, None, graph))
 
 
 def test_read_trace_returns_the_whole_trace(france_store: GraphStore) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from conftest import both_backends, own_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from live_server import LiveServer, serve
@@ -67,6 +68,7 @@ def holds(server: LiveServer, triple: str) -> bool:
 
 # --- SERVICE and LOAD ---------------------------------------------------------------------------
 
+@both_backends
 def test_a_keyword_glued_to_a_number_is_still_refused(live: LiveServer, listener: LoopbackListener) -> None:
     """``61855120SERVICE`` is an integer and the keyword to the parser; a word-boundary search missed it."""
     text = f"SELECT * WHERE {{ ?s ?p 61855120SERVICE <{listener.url}> {{ ?x ?y ?z }} }}"
@@ -75,9 +77,10 @@ def test_a_keyword_glued_to_a_number_is_still_refused(live: LiveServer, listener
     assert listener.calls == []
 
 
+@both_backends
 def test_the_same_query_does_call_out_when_allowed(store: GraphStore, listener: LoopbackListener) -> None:
     """The property below means something: a glued keyword reaches the network unless the guard stops it."""
-    store.extend([Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal(1))])
+    store.extend([Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal(1), NamedNode(EX + "g"))])
     server = serve(store, service_allow=(listener.url,))
     try:
         response = ask(server, f"SELECT * WHERE {{ ?s ?p 1SERVICE <{listener.url}> {{ ?x ?y ?z }} }}")
@@ -108,18 +111,21 @@ _OBJECTS = [Literal(1), Literal(61855120), Literal("1.5", datatype=NamedNode("ht
 
 
 @pytest.fixture(scope="module")
-def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
-    """An app (no SERVICE allowed, a token for updates) over an on-disk store, and a recording listener."""
+def guarded(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Iterator[tuple]:
+    """An app (no SERVICE allowed, a token for updates) over an on-disk store or a remote engine (which would
+    make the call itself if the guard let a text through), and a recording listener."""
     endpoint = LoopbackListener()
-    store = GraphStore(tmp_path_factory.mktemp("guard") / "store")
-    subject, predicate = NamedNode(EX + "s"), NamedNode(EX + "p")
-    store.extend([Quad(subject, predicate, term) for term in _OBJECTS])  # so that `?s ?p 1SERVICE` matches
-    app = create_app(Config(store_path=None, load_sample=False, llm="offline", token=TOKEN), store)
-    yield app.test_client(), endpoint
-    app.extensions["glassgraph.queries"].close()
+    with own_store(tmp_path_factory, store_backend, "guard") as store:
+        subject, predicate = NamedNode(EX + "s"), NamedNode(EX + "p")
+        graph = NamedNode(EX + "g")  # a named graph: what the remote store reads back
+        store.extend([Quad(subject, predicate, term, graph) for term in _OBJECTS])  # so `?s ?p 1SERVICE` matches
+        app = create_app(Config(store_path=None, load_sample=False, llm="offline", token=TOKEN), store)
+        yield app.test_client(), endpoint
+        app.extensions["glassgraph.queries"].close()
     endpoint.close()
 
 
+@both_backends
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(before=st.lists(_NEIGHBOURS, max_size=2).map("".join), keyword=_KEYWORD,
        after=st.lists(_NEIGHBOURS, max_size=2).map("".join), as_update=st.booleans())
@@ -147,6 +153,7 @@ def test_no_text_makes_the_server_call_out(guarded: tuple, before: str, keyword:
     "SELECT * WHERE { FILTER(" + "!" * 10000 + "true) }",
     "SELECT * WHERE { ?s " + "(" * 30000 + "<p>" + ")" * 30000 + " ?o }",
 ])
+@both_backends
 def test_deep_nesting_is_refused_before_any_parse(live: LiveServer, text: str) -> None:
     """Each of these killed the server process (SIGSEGV in the parser); here the server would die with it."""
     response = ask(live, text)
@@ -358,6 +365,7 @@ def test_the_guards_check_is_held_to_the_deadline(store: GraphStore) -> None:
         server.close()
 
 
+@both_backends
 def test_an_unterminated_string_is_refused_without_quadratic_lexing(live: LiveServer) -> None:
     """Each of 30,000 quotes started a scan to the end of the line: minutes of CPU for 60 KB (the comment
     makes the server lex the text, looking for FROM)."""
@@ -365,6 +373,7 @@ def test_an_unterminated_string_is_refused_without_quadratic_lexing(live: LiveSe
     assert response.status_code == 400 and "does not end" in response.text
 
 
+@both_backends
 def test_an_answer_over_the_byte_limit_is_refused(store: GraphStore) -> None:
     server = serve(store, max_result_bytes=100_000)
     try:

@@ -20,6 +20,8 @@ from server.rag.retrieval import edge_id
 from server.store import GraphStore
 from server.vocab import ENTITY
 
+BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
+
 QUESTION = "What is the capital of France?"
 SELECTION = "\n".join(json.dumps({"id": edge_id("France", rel, obj), "reasoning": "it answers"})
                       for rel, obj in (("capital", "Paris"), ("currency", "Euro")))
@@ -151,7 +153,7 @@ def test_bad_fields_are_400_json(server: LiveServer, payload: object) -> None:
 def test_unknown_collection_is_404_and_no_session_is_recorded(server: LiveServer, france_store: GraphStore) -> None:
     response = ask(server, collection="nowhere", streaming=False)
     assert response.status_code == 404 and response.json()["error"]["type"] == "not-found"
-    assert not list(france_store.raw.quads_for_pattern(None, None, None, france_store.explain_graph))
+    assert not list(france_store.quads(graph=france_store.explain_graph))
 
 
 def test_streaming_that_cannot_be_delivered_is_406(server: LiveServer) -> None:

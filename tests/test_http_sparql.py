@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 import requests
+from conftest import own_store
 from live_server import LiveServer, serve
 from pyoxigraph import (
     Literal,
@@ -22,6 +23,8 @@ from pyoxigraph import (
 )
 
 from server.store import GraphStore
+
+BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
 
 EX = "http://example.org/"
 A, B, D, P, Q = (NamedNode(EX + n) for n in ("a", "b", "d", "p", "q"))
@@ -40,11 +43,11 @@ def fill(store: GraphStore) -> GraphStore:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    live = serve(fill(GraphStore(tmp_path_factory.mktemp("sparql") / "store")), token=TOKEN,
-                 max_body_bytes=64 * 1024)
-    yield live
-    live.close()
+def server(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Iterator[LiveServer]:
+    with own_store(tmp_path_factory, store_backend, "sparql") as store:
+        live = serve(fill(store), token=TOKEN, max_body_bytes=64 * 1024)
+        yield live
+        live.close()
 
 
 @pytest.fixture
@@ -418,4 +421,6 @@ def test_request_log_is_one_json_line(server: LiveServer) -> None:
 
 def test_healthz(server: LiveServer) -> None:
     body = requests.get(server.url + "/healthz").json()
-    assert body["ok"] is True and body["store"].endswith("store") and isinstance(body["collections"], int)
+    store = server.app.extensions["glassgraph.store"]
+    assert body["ok"] is True and body["store"] == store.location and isinstance(body["collections"], int)
+    assert body["store"].endswith("store") or body["store"].startswith("http://127.0.0.1:")

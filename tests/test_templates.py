@@ -1,8 +1,8 @@
 """Every SPARQL template parses, and parameters bound to templates are data, never SPARQL.
 
-Parameters go in two ways (server/sparql_templates.py): ``bindings`` (pyoxigraph substitutions)
-and ``values`` (terms rendered by pyoxigraph into an empty VALUES block). The property tests bind
-arbitrary strings, IRIs and triple terms both ways and check that exactly the stored term matches
+Parameters go one way (server/sparql_templates.py): ``values``, terms rendered by pyoxigraph into an
+empty VALUES block (one row for a single parameter, UNDEF for "any"). The property tests bind
+arbitrary strings, IRIs and triple terms, as one row and as several, and check that exactly the stored term matches
 and that nothing else in the store changes.
 """
 from __future__ import annotations
@@ -150,11 +150,11 @@ def _seed(store: GraphStore, term: object) -> set[Quad]:
 @example(term=INJECTION_TRIPLE)
 def test_a_bound_term_is_matched_exactly(store: GraphStore, term: object) -> None:
     before = _seed(store, term)
-    rows = store.select("match_object", bindings={"o": term})
+    rows = store.select("match_object", values={"o": [term], "g": [None]})
     assert sorted((row["s"].value, row["p"].value, row["g"].value) for row in rows) == [
         (S.value, TG.contains.value, OTHER.value), (S.value, P.value, G.value)]
     assert all(row["o"] == term for row in rows)
-    assert [row["s"] for row in store.select("match_object", bindings={"o": term, "g": G})] == [S]
+    assert [row["s"] for row in store.select("match_object", values={"o": [term], "g": [G]})] == [S]
     assert set(store.raw) == before
 
 
@@ -165,11 +165,11 @@ def test_a_bound_term_is_matched_exactly(store: GraphStore, term: object) -> Non
 @example(term=INJECTION_TRIPLE)
 def test_a_term_in_values_is_matched_exactly(store: GraphStore, term: object) -> None:
     before = _seed(store, term)
-    rows = store.select("match_objects", values={"o": [term]})
+    rows = store.select("match_objects", values={"o": [term], "g": [None]})
     assert sorted((row["s"].value, row["p"].value, row["g"].value) for row in rows) == [
         (S.value, TG.contains.value, OTHER.value), (S.value, P.value, G.value)]
     assert all(row["o"] == term for row in rows)
-    both = store.select("match_objects", bindings={"g": G}, values={"o": [term, DECOYS[0]]})
+    both = store.select("match_objects", values={"g": [G], "o": [term, DECOYS[0]]})
     assert sorted((row["s"].value, row["o"] == term) for row in both) == sorted(
         [(S.value, True)] + ([("urn:test:decoy0", False)] if term != DECOYS[0] else []))
     assert set(store.raw) == before

@@ -27,6 +27,7 @@ from server.errors import BadRequest, LLMFailed, NotFound, StoreFailed, StoreLoc
 from server.explain.trace import MAX_SESSION_OFFSET
 from server.rag.retrieval import RetrievalLimits
 from server.store import GraphStore, store_directory
+from server.store_base import StoreBackend
 
 PROG = "glassgraph"
 DUMP_FORMATS = {"trig": RdfFormat.TRIG, "nq": RdfFormat.N_QUADS, "ttl": RdfFormat.TURTLE, "nt": RdfFormat.N_TRIPLES}
@@ -36,18 +37,18 @@ MAX_SESSIONS = 100_000
 
 # --- helpers --------------------------------------------------------------------------------------
 
-def _open(config: Config, sample: bool = False, snapshot: bool = False) -> GraphStore:
+def _open(config: Config, sample: bool = False, snapshot: bool = False) -> StoreBackend:
     """The configured store; ``sample`` loads the sample data into an empty store (as the server does).
 
     ``snapshot`` (commands that only read): when another process holds the store, read a frozen
     snapshot of it instead of failing. Backups never use a snapshot: it misses unflushed writes.
     """
-    from server.bootstrap import open_store
+    from server.bootstrap import connect_store, open_store
 
     try:
         if sample:
             return open_store(config, progress=sys.stderr.isatty())
-        return GraphStore(config.store_path, explain_collection=config.explain_collection)
+        return connect_store(config)
     except StoreLocked as exc:
         if not snapshot:
             raise
@@ -63,7 +64,7 @@ def _open(config: Config, sample: bool = False, snapshot: bool = False) -> Graph
     return store
 
 
-def _open_existing(config: Config, snapshot: bool = False) -> GraphStore:
+def _open_existing(config: Config, snapshot: bool = False) -> StoreBackend:
     """The store, for commands that need one: an absent or empty directory is an error and stays as it was."""
     path = store_directory(config.store_path)
     if path is not None and not (path.is_dir() and any(path.iterdir())):
@@ -145,6 +146,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
+    if args.engine is not None:
+        from server.cli.engine_serve import serve_with_engine
+
+        return serve_with_engine(config, args.workers)
     from werkzeug.serving import make_server
 
     from server.http.app import create_app
@@ -351,16 +356,22 @@ def build_parser() -> argparse.ArgumentParser:
                "  glassgraph ingest report.pdf -C research\n"
                "  glassgraph ask -x -q \"What is the capital of France?\"\n  glassgraph sessions\n\n"
                f"{EXIT_CODES}\n'glassgraph COMMAND --help' describes each command.")
-    parser.add_argument("--store", metavar="PATH",
-                        help="store directory (default: $GLASSGRAPH_STORE or ~/.local/share/glassgraph/store)")
+    parser.add_argument("--store", metavar="PATH|URL",
+                        help="store directory, or a SPARQL engine's base URL (http://host:port: a remote store) "
+                             "(default: $GLASSGRAPH_STORE or ~/.local/share/glassgraph/store)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = _command(sub, "serve", cmd_serve, "run the development server (SPARQL endpoint, API, console)",
-                     "glassgraph serve --host 0.0.0.0 --port 8080 --token s3cret")
+                     "glassgraph serve --host 0.0.0.0 --port 8080 --token s3cret\n"
+                     "  glassgraph serve --engine oxigraph --workers 4")
     serve.add_argument("--host", help="interface to listen on (default: $GLASSGRAPH_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=_port, help="port (default: $GLASSGRAPH_PORT or 7878)")
     serve.add_argument("--token", help="bearer token required for writes (default: $GLASSGRAPH_TOKEN)")
     serve.add_argument("--read-only", action="store_true", help="refuse every write over HTTP")
+    serve.add_argument("--engine", choices=["oxigraph"],
+                       help="production set-up: run 'oxigraph serve' on the store directory and gunicorn against it")
+    serve.add_argument("--workers", type=_int_between(1, 64), default=2,
+                       help="gunicorn workers with --engine (default 2)")
 
     load = _command(sub, "load", cmd_load, "load RDF files (ttl, nt, nq, trig, rdf; optionally .gz) into a collection",
                     "glassgraph load movies.ttl people.nt.gz -C movies")

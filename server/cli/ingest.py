@@ -21,7 +21,7 @@ from server.ingest.catalog import existing_document
 from server.ingest.documents import Ingester, IngestOptions, IngestReport, document_id
 from server.ingest.formats import read_document
 from server.rag.label_index import LabelIndex
-from server.store import GraphStore
+from server.store_base import StoreBackend
 
 MAX_WARNINGS_SHOWN = 5  # per file; the rest are counted
 
@@ -48,7 +48,7 @@ def check_files(paths: list[str], limit: int) -> list[str]:
     return ids
 
 
-def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[], GraphStore]) -> int:
+def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[], StoreBackend]) -> int:
     """Ingest ``args.files`` into ``args.collection``; prints one line per file and a summary. The
     arguments, the files and the LLM's settings are checked before the store is opened."""
     if args.title and len(args.files) > 1:
@@ -105,7 +105,7 @@ def _ingest_one(ingester: Ingester, name: str, data: bytes, args: argparse.Names
     return report
 
 
-def run_documents(args: argparse.Namespace, store: GraphStore) -> int:
+def run_documents(args: argparse.Namespace, store: StoreBackend) -> int:
     """``glassgraph documents``: the documents of a collection, or delete one (``--delete ID``)."""
     from server.ingest.catalog import delete_document, document_of_id, list_documents
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Iterable
 from pyoxigraph import Literal, NamedNode, Triple
 
 from server import vocab
-from server.store import GraphStore, graph_options
+from server.store_base import StoreBackend, graph_options
 
 Chain = list[dict]
 Row = dict[str, vocab.Term]  # a solution of the template, unbound variables left out
@@ -20,7 +20,7 @@ Row = dict[str, vocab.Term]  # a solution of the template, unbound variables lef
 _TYPES = {vocab.TG.Document: "Document", vocab.TG.Page: "Page", vocab.TG.Chunk: "Chunk"}
 
 
-def source_chains(store: GraphStore, edge: Triple, collection: str | None = None) -> list[Chain]:
+def source_chains(store: StoreBackend, edge: Triple, collection: str | None = None) -> list[Chain]:
     """The chains (chunk -> page -> document) of every subgraph containing ``edge``.
 
     Each chain is a list of ``{"iri", "label", "type", "title"}`` from the nearest node (the chunk)
@@ -31,7 +31,7 @@ def source_chains(store: GraphStore, edge: Triple, collection: str | None = None
     return source_chains_many(store, [edge], collection).get(edge, [])
 
 
-def source_chains_many(store: GraphStore, edges: Iterable[Triple],
+def source_chains_many(store: StoreBackend, edges: Iterable[Triple],
                        collection: str | None = None) -> dict[Triple, list[Chain]]:
     """:func:`source_chains` for many edges in one query; edges without a source are left out."""
     edges = list(dict.fromkeys(edges))
@@ -41,7 +41,7 @@ def source_chains_many(store: GraphStore, edges: Iterable[Triple],
     return _chains(store, rows, lambda row: (row["edge"], row["sg"].value))
 
 
-def mention_chains_many(store: GraphStore, edges: Iterable[Triple],
+def mention_chains_many(store: StoreBackend, edges: Iterable[Triple],
                         collection: str | None = None) -> dict[Triple, list[Chain]]:
     """For each edge, the chains of up to 3 chunks that ``tg:mentions`` its subject or its object, in
     one query: chunks that mention both first, then the object, then the subject, by chunk IRI within
@@ -60,7 +60,7 @@ def _options(collection: str | None) -> dict[str, object]:
     return graph_options(vocab.source_graph(collection) if collection else None)
 
 
-def _chains(store: GraphStore, rows: list[Row],
+def _chains(store: StoreBackend, rows: list[Row],
             start_of: Callable[[Row], tuple[Hashable, Hashable]]) -> dict[Hashable, list[Chain]]:
     """Chains grouped by key from rows of ``?node`` (with its ``?parent``, type, label, titles and span):
     ``start_of(row)`` is ``(key, start)``, the rows of one start (a subgraph, a chunk) being the nodes it

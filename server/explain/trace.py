@@ -9,10 +9,10 @@ from server import vocab
 from server.explain.provenance import mention_chains_many, source_chains_many
 from server.labels import store_labels, term_name
 from server.sparql_templates import Term, render_term
-from server.store import GraphStore
+from server.store_base import StoreBackend
 
 
-def trace_quads(store: GraphStore, trace: dict) -> list[Quad]:
+def trace_quads(store: StoreBackend, trace: dict) -> list[Quad]:
     """Every explainability triple of a trace from :func:`read_trace`, plus the answer text from the
     librarian."""
     graph = store.explain_graph
@@ -27,7 +27,7 @@ def trace_quads(store: GraphStore, trace: dict) -> list[Quad]:
     return quads
 
 
-def read_trace(store: GraphStore, session_iri: str) -> dict | None:
+def read_trace(store: StoreBackend, session_iri: str) -> dict | None:
     """The full trace of a session, or None if there is none.
 
     Any explainability IRI of the session (retrieval, selection, edge, answer) finds it too.
@@ -35,7 +35,7 @@ def read_trace(store: GraphStore, session_iri: str) -> dict | None:
     session = _session_node(session_iri)
     if session is None:
         return None
-    rows = store.select("explain_session", bindings={"session": session}, default_graph=store.explain_graph)
+    rows = store.select("explain_session", values={"session": [session]}, default_graph=store.explain_graph)
     if not rows:
         return None
     head = rows[0]
@@ -66,7 +66,7 @@ def read_trace(store: GraphStore, session_iri: str) -> dict | None:
 MAX_SESSION_OFFSET = 10**9  # the furthest page of sessions any client may ask for
 
 
-def list_sessions(store: GraphStore, limit: int = 20, offset: int = 0) -> list[dict]:
+def list_sessions(store: StoreBackend, limit: int = 20, offset: int = 0) -> list[dict]:
     """Sessions newest first: ``{"session", "question", "time", "model", "collection", "status"}``."""
     solutions = store.query("explain_sessions", default_graph=store.explain_graph)
     start = max(offset, 0)
@@ -105,10 +105,10 @@ def _value(term: NamedNode | Literal | None) -> str | None:
     return None if term is None else term.value
 
 
-def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> list[dict]:
+def _edges(store: StoreBackend, selection: NamedNode, collection: str | None) -> list[dict]:
     """The selected edges in selection order, with labels, reasoning, source chains and the chains of the
     chunks that mention their subject or object."""
-    rows = store.select("explain_edges", bindings={"selection": selection}, default_graph=store.explain_graph)
+    rows = store.select("explain_edges", values={"selection": [selection]}, default_graph=store.explain_graph)
     rows.sort(key=lambda row: _index(row["node"].value))
     triples: list[Triple] = [row["edge"] for row in rows]
     graph = vocab.collection_graph(collection) if collection else None
@@ -132,9 +132,9 @@ def _edges(store: GraphStore, selection: NamedNode, collection: str | None) -> l
     return edges
 
 
-def _selection_details(store: GraphStore, selection: NamedNode) -> dict:
+def _selection_details(store: StoreBackend, selection: NamedNode) -> dict:
     """How the selection was made (``server.explain.recorder.selection_facts``), as plain values."""
-    [row] = store.select("explain_selection", bindings={"selection": selection}, default_graph=store.explain_graph)
+    [row] = store.select("explain_selection", values={"selection": [selection]}, default_graph=store.explain_graph)
     return {name: int(term.value) if term.value.isdigit() else term.value for name, term in row.items()
             if name != "selection"}
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from flask import Flask, Response, request
 
 from server.config import TEMPLATES_DIR, Config
-from server.store import GraphStore
+from server.remote_store import RemoteStore
+from server.store_base import StoreBackend
 
 CORS_HEADERS = {
     "Access-Control-Allow-Origin": "*",
@@ -17,7 +18,7 @@ CORS_HEADERS = {
 _ON_EVERY_RESPONSE = ("Access-Control-Allow-Origin", "Access-Control-Expose-Headers")
 
 
-def create_app(config: Config | None = None, store: GraphStore | None = None) -> Flask:
+def create_app(config: Config | None = None, store: StoreBackend | None = None) -> Flask:
     """Build the app; ``store`` defaults to the configured one (with the sample data on first start)."""
     from server.bootstrap import open_store
     from server.http.body import install_whole_body_reading
@@ -32,7 +33,10 @@ def create_app(config: Config | None = None, store: GraphStore | None = None) ->
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
     app.config["MAX_FORM_MEMORY_SIZE"] = config.max_body_bytes
     store = app.extensions["glassgraph.store"] = store if store is not None else open_store(config)
-    if store.path is not None and config.query_workers > 0:
+    if isinstance(store, RemoteStore):  # the engine evaluates; worker processes still check what is sent
+        app.extensions["glassgraph.queries"] = QueryWorkers(None, max(config.query_workers, 1), config.query_memory_mb,
+                                                            store.flush)
+    elif store.path is not None and config.query_workers > 0:
         app.extensions["glassgraph.queries"] = QueryWorkers(store.path, config.query_workers, config.query_memory_mb,
                                                             store.flush)
 

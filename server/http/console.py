@@ -208,8 +208,8 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
     from there to the chunk, page and document (looked up in that collection's source graph).
     """
     store = current_store()
-    outgoing = store.select("console_resource_out", bindings={"iri": node})
-    incoming = store.select("console_resource_in", bindings={"iri": node})
+    outgoing = store.select("console_resource_out", values={"iri": [node]})
+    incoming = store.select("console_resource_in", values={"iri": [node]})
     labels = store_labels(store, [node] + [row[k] for row in outgoing + incoming for k in ("s", "p", "o", "g")
                                            if k in row])
     edges = [(row, Triple(node, row["p"], row["o"]), "o") for row in outgoing]

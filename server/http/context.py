@@ -10,10 +10,10 @@ from pyoxigraph import DefaultGraph, NamedNode
 from server.config import Config
 from server.errors import Forbidden, Unauthorized
 from server.http.query_workers import QueryWorkers
-from server.store import GraphStore
+from server.store_base import StoreBackend
 
 
-def current_store() -> GraphStore:
+def current_store() -> StoreBackend:
     return current_app.extensions["glassgraph.store"]
 
 

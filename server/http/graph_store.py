@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from itertools import islice
 from urllib.parse import quote
 
 from flask import Blueprint, Response, request
@@ -145,7 +144,7 @@ def get_graph(name: str | None = None) -> Response:
 def _has_triple_terms_within_limit(graph: NamedNode | DefaultGraph) -> bool:
     limit = current_config().max_result_rows
     count, nested = 0, False
-    for quad in islice(current_store().quads(graph=graph), limit + 1):
+    for quad in current_store().quads(graph=graph, limit=limit + 1):
         count, nested = count + 1, nested or has_triple_term(quad)
     if count > limit:
         raise LimitExceeded(f"the graph has more than {limit} triples (GLASSGRAPH_MAX_ROWS): read it with "

@@ -8,6 +8,7 @@ import time
 
 from flask import Blueprint, Flask, Response, g, jsonify, request
 
+from server.errors import StoreUnavailable
 from server.http.context import current_store
 
 blueprint = Blueprint("ops", __name__)
@@ -23,11 +24,11 @@ def healthz() -> Response:
     store = current_store()
     try:
         collections = sum(1 for graph in store.named_graphs() if store.collection_of(graph) is not None)
-    except OSError as error:
-        response = jsonify(ok=False, store=str(store.path or ":memory:"), error=str(error))
+    except (OSError, StoreUnavailable) as error:
+        response = jsonify(ok=False, store=store.location, error=str(error))
         response.status_code = 503
         return response
-    return jsonify(ok=True, store=str(store.path or ":memory:"), collections=collections)
+    return jsonify(ok=True, store=store.location, collections=collections)
 
 
 def install_request_logging(app: Flask) -> None:

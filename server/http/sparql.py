@@ -26,6 +26,8 @@ from server.http.linked_data import linked_data_response, requested_accept
 from server.http.negotiation import GRAPH_MEDIA
 from server.http.responses import answer_response
 from server.http.sparql_eval import QueryTask, UpdateTask, answer_query, evaluation_error, prepare_update
+from server.http.sparql_forward import forward_query
+from server.remote_store import RemoteStore
 from server.vocab import RDF, RDFS, Namespace
 from server.void import SD, VOID_PATH, GraphRole, dataset_iri, graph_role
 
@@ -113,7 +115,8 @@ def evaluate_query(operation: Operation) -> Response:
 
     On an on-disk store both happen in a worker process that is killed at the deadline
     (``query_workers``); an in-memory store can only be read here, where the deadline is checked
-    between rows.
+    between rows; a remote engine's query is checked in a query worker, then forwarded
+    (``sparql_forward``).
     """
     config = current_config()
     task = QueryTask(operation.text, requested_accept(), config.max_result_rows, config.max_result_bytes,
@@ -121,7 +124,10 @@ def evaluate_query(operation: Operation) -> Response:
                      tuple(g.value for g in operation.named_graphs), base_iri=request.base_url,
                      service_limits=service_limits(config))
     store, workers = current_store(), current_queries()
-    if workers is not None:
+    if isinstance(store, RemoteStore):
+        task = replace(task, deadline_s=config.query_deadline_s)
+        answer = forward_query(store, task, workers.check_query(task, config.query_deadline_s))
+    elif workers is not None:
         answer = workers.run(task, store.generation, config.query_deadline_s)
     else:
         answer = answer_query(store.raw, replace(task, deadline_s=config.query_deadline_s))
@@ -140,9 +146,11 @@ def evaluate_update(operation: Operation) -> Response:
     workers = current_queries()
     prepared = (workers.prepare_update(task, config.query_deadline_s) if workers is not None
                 else prepare_update(task))
-    with relayed(prepared.text, prepared.service_spans, service_limits(config)) as text:
+    store = current_store()
+    spans = () if isinstance(store, RemoteStore) else prepared.service_spans  # an engine calls out itself
+    with relayed(prepared.text, spans, service_limits(config)) as text:
         try:
-            current_store().run_update(text.text, task.base_iri)
+            store.run_update(text.text, task.base_iri)
         except SyntaxError as error:
             raise BadRequest(f"malformed update: {error}") from None
         except (OSError, RuntimeError) as error:

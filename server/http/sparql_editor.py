@@ -1,7 +1,7 @@
 """What the console's SPARQL editor asks the server while one types: whether the query parses (and
 where and why not, as a plain sentence), and which predicates the store uses, for completion.
 
-The check runs the server's own parser (decision 13), in a query worker on an on-disk store: the
+The check runs the server's own parser (decision 14), in a query worker on an on-disk store: the
 same guard and parser as ``/sparql``, so the editor marks exactly what a run would refuse, RDF 1.2
 triple terms included.
 """
@@ -14,7 +14,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 from server.errors import BadRequest, UnsupportedMediaType
 from server.http.context import current_config, current_queries
 from server.http.descriptions import current_descriptions
-from server.http.sparql_eval import CheckTask, check_query
+from server.http.sparql_eval import CheckTask, check_syntax
 
 blueprint = Blueprint("sparql_editor", __name__)
 MAX_PREDICATES = 2000  # the most used; completion filters them as one types
@@ -33,7 +33,7 @@ def check() -> Response:
     config = current_config()
     task = CheckTask(text, config.service_allow, base_iri=url_for("sparql.sparql_endpoint", _external=True))
     workers = current_queries()
-    problem = workers.check_query(task, config.query_deadline_s) if workers is not None else check_query(task)
+    problem = workers.check_syntax(task, config.query_deadline_s) if workers is not None else check_syntax(task)
     return jsonify(valid=problem is None, problem=None if problem is None else problem.as_json())
 
 

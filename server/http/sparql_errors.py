@@ -7,7 +7,7 @@ first: a string that does not end, a bracket that closes nothing or the wrong on
 undeclared prefix where it is used (the parser often notices it only at the end of the query). Then a
 sentence the parser wrote among the alternatives ("The SELECT contains a variable that is unbound"),
 or the keywords it expected, without the character classes. When the parser read to the end of a
-query, shorter prefixes are parsed again to find where it stops being readable (decision 13). Runs
+query, shorter prefixes are parsed again to find where it stops being readable (decision 14). Runs
 where the text is parsed (a worker process): it lexes and parses the client's text.
 """
 from __future__ import annotations

@@ -89,24 +89,55 @@ def evaluation_error(error: Exception, calls_remote: bool) -> GlassgraphError:
     return StoreFailed(f"query evaluation failed: {error}")
 
 
-def answer_query(store: Store, task: QueryTask) -> Answer:
-    """Check ``task`` (sparql_guard), run it on ``store`` and write the answer in the negotiated format."""
+@dataclass(frozen=True)
+class CheckedQuery:
+    """A client's query that passed the guard: whether it calls an allowed endpoint, and where."""
+
+    calls_remote: bool
+    service_spans: tuple[Span, ...] = ()
+    names_dataset: bool = False  # FROM / FROM NAMED in the text (read with the whole parse only)
+
+
+def check_query(task: QueryTask, whole_parse: bool = False) -> CheckedQuery:
+    """The guard (sparql_guard) on ``task``'s text; in a worker process, like every parse of a client's text.
+    ``whole_parse``: the text must parse too (a query sent to another engine: its errors are then ours)."""
     checked = check_user_sparql(task.text, task.service_allow, is_update=False, base=task.base_iri)
     if checked.must_parse is not None and parse_error(checked.must_parse, False, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
+    names_dataset = False
+    if whole_parse:
+        names_dataset = has_dataset_clause(task.text)
+        error = None if checked.calls_remote else parse_error(task.text, False, task.base_iri)
+        if error is not None:
+            raise BadRequest(f"malformed query: {error}")
     spans = service_spans(task.text, task.base_iri) if checked.calls_remote and task.service_limits else ()
-    with relayed(task.text, spans, task.service_limits) as text:
+    return CheckedQuery(checked.calls_remote, tuple(spans), names_dataset)
+
+
+def answer_query(store: Store, task: QueryTask) -> Answer:
+    """Check ``task`` (sparql_guard), run it on ``store`` and write the answer in the negotiated format."""
+    checked = check_query(task)
+    with relayed(task.text, checked.service_spans, task.service_limits) as text:
         try:
             result = store.query(text.text, base_iri=task.base_iri, **_dataset_options(task))
-            if isinstance(result, (QueryBoolean, QuerySolutions)):
-                answer = _results_answer(result, task)
-            else:
-                answer = rdf_answer(_pull(result, task, as_tuples=False), task.accept)
+            answer = result_answer(result, task)
         except SyntaxError as error:
             problem = plain_syntax_error(str(error), task.text, reread=True, base=task.base_iri)
             raise BadRequest(f"malformed query: {problem.sentence}") from None
         except (OSError, RuntimeError, ValueError) as error:
             raise text.failure or evaluation_error(error, checked.calls_remote) from None
+    return within_bytes(answer, task)
+
+
+def result_answer(result: QueryBoolean | QuerySolutions | Iterator, task: QueryTask) -> Answer:
+    """A query's result (solutions, a boolean, or triples) in the negotiated format, within the row limit and
+    the deadline (checked between rows)."""
+    if isinstance(result, (QueryBoolean, QuerySolutions)):
+        return _results_answer(result, task)
+    return rdf_answer(_pull(result, task, as_tuples=False), task.accept)
+
+
+def within_bytes(answer: Answer, task: QueryTask) -> Answer:
     if len(answer.body) > task.max_bytes:
         raise LimitExceeded(f"the answer has {len(answer.body)} bytes, more than {task.max_bytes} "
                             "(GLASSGRAPH_MAX_RESULT_BYTES): narrow the query or add LIMIT")
@@ -174,7 +205,7 @@ class CheckTask:
     base_iri: str | None = None
 
 
-def check_query(task: CheckTask) -> SyntaxProblem | None:
+def check_syntax(task: CheckTask) -> SyntaxProblem | None:
     """Why ``task``'s query would be refused before it runs (the guard's checks, then the parser), or
     None when it parses. The parser builds the query on an empty store, where an ASK, or a SELECT with
     ORDER BY or an aggregate, is also evaluated: call it where it can be stopped (a query worker)."""

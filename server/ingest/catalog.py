@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyoxigraph import NamedNode
 
 from server import vocab
-from server.store import GraphStore
+from server.store_base import StoreBackend
 
 _INTEGERS = ("size", "pages", "chunks", "facts", "warnings")
 
@@ -19,22 +19,21 @@ def document_of_id(doc_id: str) -> NamedNode | None:
         return None
 
 
-def holds_document(store: GraphStore, collection: str, doc: NamedNode) -> bool:
+def holds_document(store: StoreBackend, collection: str, doc: NamedNode) -> bool:
     """Whether ``collection``'s provenance has document ``doc``."""
     return next(store.quads(doc, vocab.RDF.type, vocab.TG.Document, vocab.source_graph(collection)), None) is not None
 
 
-def existing_document(store: GraphStore, collection: str, doc_id: str) -> NamedNode | None:
+def existing_document(store: StoreBackend, collection: str, doc_id: str) -> NamedNode | None:
     """Document ``doc_id`` if the collection holds it."""
     doc = document_of_id(doc_id)
     return doc if doc is not None and holds_document(store, collection, doc) else None
 
 
-def list_documents(store: GraphStore, collection: str, doc: NamedNode | None = None) -> list[dict]:
+def list_documents(store: StoreBackend, collection: str, doc: NamedNode | None = None) -> list[dict]:
     """``{"id", "iri", "title", "media_type", "sha256", "size", "source", "ingested", "model", "pages", "chunks",
     "facts", "warnings"}`` of each document of ``collection`` (or of ``doc`` only), by title."""
-    bindings = {"doc": doc} if doc is not None else None
-    rows = store.select("ingest_documents", bindings=bindings, default_graph=vocab.source_graph(collection))
+    rows = store.select("ingest_documents", values={"doc": [doc]}, default_graph=vocab.source_graph(collection))
     documents: dict[str, dict] = {}
     for row in rows:
         iri = row["doc"].value
@@ -50,7 +49,7 @@ def list_documents(store: GraphStore, collection: str, doc: NamedNode | None = N
     return list(documents.values())
 
 
-def delete_document(store: GraphStore, collection: str, doc: NamedNode) -> bool:
+def delete_document(store: StoreBackend, collection: str, doc: NamedNode) -> bool:
     """Delete ``doc`` from ``collection`` (see ``sparql/ingest_delete_document.ru``); False if it is not there."""
     with store.writing():
         if not holds_document(store, collection, doc):

@@ -24,7 +24,7 @@ from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all
 from server.ingest.facts import FactBuilder
 from server.ingest.formats import Document, Page, read_document
 from server.rag.label_index import LabelIndex
-from server.store import GraphStore
+from server.store_base import StoreBackend
 from server.vocab import DC, PROV, RDFS, TG
 
 ID_LENGTH = 20  # hex digits of the sha256 in a document's IRI
@@ -109,7 +109,7 @@ def document_id(data: bytes) -> tuple[str, str]:
 class Ingester:
     """Ingests documents into a store's collections; ``llm`` None extracts mentions only."""
 
-    def __init__(self, store: GraphStore, index: LabelIndex, llm: Completer | None) -> None:
+    def __init__(self, store: StoreBackend, index: LabelIndex, llm: Completer | None) -> None:
         self.store, self.index, self.llm = store, index, llm
 
     def ingest(self, data: bytes, collection: str, declared: str | None = None, name: str | None = None,
@@ -139,12 +139,12 @@ class Ingester:
         quads += self._knowledge_quads(chunks, labels, report)
         quads += vocab.activity_quads(vocab.source_graph(collection), vocab.activity_iri(doc_id), doc,
                                       *self._agent(), started, vocab.now_literal(), self._settings(options, report))
-        with self.store.writing() as raw:
+        with self.store.writing():
             if existing_document(self.store, collection, doc_id) is not None:
                 if not options.replace:  # ingested meanwhile
                     return self._unchanged(doc_id, collection)
                 delete_document(self.store, collection, doc)  # its own transaction: a crash here leaves neither
-            raw.extend(quads)
+            self.store.extend(quads)
         self.store.notify_loaded(collection, _added_labels(quads, vocab.collection_graph(collection)))
         return report
 

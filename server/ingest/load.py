@@ -13,7 +13,8 @@ from pyoxigraph import RdfFormat, Store
 from tqdm import tqdm
 
 from server import vocab
-from server.store import GraphStore, store_directory
+from server.store import store_directory
+from server.store_base import StoreBackend
 
 _FORMATS = {
     ".ttl": RdfFormat.TURTLE, ".turtle": RdfFormat.TURTLE, ".nt": RdfFormat.N_TRIPLES,
@@ -77,7 +78,7 @@ def new_store_directory(store_path: str | Path | None) -> Path | None:
     return path
 
 
-def load_file(store: GraphStore, path: str | Path, collection: str, progress: bool = True) -> int:
+def load_file(store: StoreBackend, path: str | Path, collection: str, progress: bool = True) -> int:
     """Load one RDF file into ``collection`` atomically; returns the number of quads added.
 
     Triples (and quads in a file's default graph) go to the collection's knowledge graph;
@@ -87,8 +88,8 @@ def load_file(store: GraphStore, path: str | Path, collection: str, progress: bo
     path = Path(path)
     fmt = format_of(path)
     before = len(store)
-    with _reading(path, progress) as stream, store.writing() as writer:
-        writer.load(stream, format=fmt, to_graph=vocab.collection_graph(collection))
+    with _reading(path, progress) as stream:
+        store.load(stream, fmt, vocab.collection_graph(collection))
     store.flush()
     store.notify_loaded(collection)
     return len(store) - before

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 
 import numpy
 from pyoxigraph import Literal, NamedNode
@@ -26,7 +27,7 @@ from server.labels import label_preference
 from server.rag.embeddings import LABEL_DIMENSIONS, embedder
 from server.rag.relations import alias_words, mention_of, relation_lemmas, relation_matches, weak_name
 from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, normalize, symbols, words
-from server.store import GraphStore
+from server.store_base import StoreBackend
 
 MAX_NGRAM = 12  # the longest label, in words, that an exact n-gram match considers
 MAX_TOKENS = 64  # question words the ranked (FTS) stage searches for
@@ -36,6 +37,7 @@ SEMANTIC_SEED = 0.65  # similarity of a question n-gram and an entity label for 
 SEMANTIC_LIMIT = 5  # semantic-tier seeds at most
 SEMANTIC_NGRAM = 3  # the longest question n-gram compared by meaning
 _BATCH = 500  # sqlite parameters per statement
+VERSION_CHECK_S = 1.0  # how long an index is used before asking a shared store whether its collection changed
 
 
 def _content_ngrams(question: str) -> list[str]:
@@ -191,12 +193,13 @@ class _CollectionIndex:
 class LabelIndex:
     """Label indexes of the store's collections; thread-safe, kept fresh by the store's load events."""
 
-    def __init__(self, store: GraphStore) -> None:
+    def __init__(self, store: StoreBackend) -> None:
         self.store = store
         self._indexes: dict[str, _CollectionIndex] = {}
         self._lock = threading.Lock()  # guards the dicts; each index has its own lock for sqlite
         self._build_locks: dict[str, threading.Lock] = {}
         self._generation: dict[str, int] = {}
+        self._versions: dict[str, tuple[str | None, float]] = {}  # the store's data version an index holds, when read
         store.add_load_listener(self.invalidate)
 
     def invalidate(self, collection: str, added_labels: list[tuple[str, Literal, bool]] | None = None) -> None:
@@ -211,19 +214,37 @@ class LabelIndex:
             return
         with index.lock:
             index.add(added_labels)
+        version = self.store.data_version(collection)  # this write's own: the index holds it now
         with self._lock:
             self._indexes.setdefault(collection, index)
+            self._versions[collection] = (version, time.monotonic())
 
     def rebuild(self, collection: str) -> int:
         """Rebuild a collection's index from the store now; returns the number of entity labels indexed."""
         self.invalidate(collection)
         return self._index(collection).size
 
-    def _index(self, collection: str) -> _CollectionIndex:
+    def _current(self, collection: str) -> _CollectionIndex | None:
+        """The kept index of ``collection`` unless another process sharing the store (app workers on a remote
+        engine) wrote into the collection since it was built; checked at most every ``VERSION_CHECK_S``."""
         with self._lock:
             index = self._indexes.get(collection)
-            if index is not None:
-                return index
+            version, checked = self._versions.get(collection, (None, 0.0))
+        if index is None or time.monotonic() - checked < VERSION_CHECK_S:
+            return index
+        latest = self.store.data_version(collection)
+        with self._lock:
+            if latest != version and self._indexes.get(collection) is index:
+                self._indexes.pop(collection)
+                self._generation[collection] = self._generation.get(collection, 0) + 1
+                return None
+            self._versions[collection] = (version, time.monotonic())
+        return index
+
+    def _index(self, collection: str) -> _CollectionIndex:
+        index = self._current(collection)
+        if index is not None:
+            return index
         if not self.store.has_collection(collection):
             return _CollectionIndex([])  # not kept: unknown names must not pile up
         with self._lock:
@@ -234,7 +255,8 @@ class LabelIndex:
                 generation = self._generation.get(collection, 0)
             if index is not None:
                 return index
-            solutions = list(self.store.query("rag_label_index", bindings={"g": vocab.collection_graph(collection)}))
+            version = self.store.data_version(collection)  # read first: a write during the build is seen next time
+            solutions = list(self.store.query("rag_label_index", default_graph=vocab.collection_graph(collection)))
             rows = [(row["s"].value, row["label"], row["relation"].value == "true") for row in solutions
                     if isinstance(row["s"], NamedNode) and isinstance(row["label"], Literal)]
             aliases = [(row["s"].value, row["alias"].value) for row in solutions
@@ -243,6 +265,7 @@ class LabelIndex:
             with self._lock:
                 if self._generation.get(collection, 0) == generation:  # no load happened meanwhile
                     self._indexes[collection] = index
+                    self._versions[collection] = (version, time.monotonic())
             return index
 
     def display_labels(self, terms: list[NamedNode], collection: str) -> dict[NamedNode, str]:

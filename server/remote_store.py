@@ -1,0 +1,289 @@
+"""The remote backend of the store interface: any SPARQL 1.1 Protocol + Graph Store Protocol engine.
+
+Templates are sent as they run on the embedded store, their ``VALUES`` blocks filled with escaped terms
+in the configured dialect (``rdf12``: ``<<( s p o )>>``; ``rdf-star``: ``<< s p o >>``). Graph options
+become the protocol's dataset: ``default_graph=g`` is ``default-graph-uri=g`` plus a ``named-graph-uri``
+for each graph the template names in a constant ``GRAPH <...>`` (a dataset given by the protocol holds
+only the graphs it lists); the union of all graphs is the engine's own default graph, which it must be
+configured to serve (``union-default-graph`` is sent too, which ``oxigraph serve`` reads and other
+engines ignore). Writes are ``INSERT DATA`` (one request each, all or nothing) or, for bulk loads,
+N-Quads posted to the Graph Store endpoint in batches.
+
+One ``requests.Session`` per store: pooled keep-alive connections, a connect timeout and a read timeout
+on every request, retries for reads only (an update that may have arrived is never sent twice), and
+``StoreUnavailable`` (503) naming the engine when it cannot be reached. ``requests_sent`` counts the
+HTTP requests sent, for benchmarks. The writers' lock is this process's only: several app workers
+share the engine, whose every request is its own transaction.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import IO
+
+import requests
+from pyoxigraph import (
+    DefaultGraph,
+    Literal,
+    NamedNode,
+    Quad,
+    QueryResultsFormat,
+    RdfFormat,
+    Triple,
+    parse,
+    parse_query_results,
+)
+from requests.adapters import HTTPAdapter
+
+from server import vocab
+from server.errors import BadRequest, RemoteFailed, StoreUnavailable
+from server.sparql_templates import RDF12, Term, load_template, render_term
+from server.store import insert_data_update
+from server.store_base import GraphName, QueryResult, StoreBackend, Values, template_text
+
+_RESULTS_JSON = "application/sparql-results+json"
+_READ_ATTEMPTS = 3  # a read is sent again after a failed connection, twice at most
+BACKUP_FILE = "dataset.nq"
+LOAD_BATCH = 50_000  # quads per Graph Store POST of a bulk load
+
+
+@dataclass(frozen=True)
+class EngineEndpoints:
+    """Where the engine answers each operation, and how Glassgraph authenticates to it."""
+
+    base: str
+    query: str
+    update: str
+    data: str
+    token: str | None = None  # bearer
+    user: str | None = None  # basic, with password
+    password: str | None = None
+
+    @classmethod
+    def of(cls, base: str, query: str | None = None, update: str | None = None, data: str | None = None,
+           **credentials: str | None) -> EngineEndpoints:
+        """Oxigraph's names (``/query``, ``/update``, ``/store``) unless given (Fuseki: ``/ds/query``, ...)."""
+        root = base.rstrip("/")
+        return cls(root, query or f"{root}/query", update or f"{root}/update", data or f"{root}/store", **credentials)
+
+
+def _constant_graphs(text: str) -> list[str]:
+    """The IRIs of the constant ``GRAPH <...>`` blocks of a template (its text, never a client's)."""
+    return sorted(set(re.findall(r"GRAPH\s*<([^>\s]+)>", text)))
+
+
+class RemoteStore(StoreBackend):
+    """A store on a SPARQL engine at ``endpoints``; ``timeout_s`` is each request's read timeout."""
+
+    shared = True
+
+    def __init__(self, endpoints: EngineEndpoints, explain_collection: str = vocab.EXPLAIN_COLLECTION,
+                 dialect: str = RDF12, timeout_s: float = 60.0, connect_timeout_s: float = 5.0,
+                 pool_size: int = 64) -> None:
+        super().__init__(explain_collection)
+        self.path = None
+        self.endpoints, self.dialect = endpoints, dialect
+        self.timeout = (connect_timeout_s, timeout_s)
+        self.session = requests.Session()
+        adapter = HTTPAdapter(pool_connections=4, pool_maxsize=pool_size, max_retries=0)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        if endpoints.token:
+            self.session.headers["Authorization"] = f"Bearer {endpoints.token}"
+        elif endpoints.user is not None:
+            self.session.auth = (endpoints.user, endpoints.password or "")
+        self._sent_lock = threading.Lock()
+        self.requests_sent = 0
+        self._write_lock = threading.RLock()
+
+    @property
+    def location(self) -> str:
+        return self.endpoints.base
+
+    # --- HTTP ------------------------------------------------------------------------------------
+
+    def send(self, method: str, url: str, read: bool, stream: bool = False,
+             timeout: tuple[float, float] | None = None, **kwargs: object) -> requests.Response:
+        """One request to the engine; a read is retried after a connection failure. Raises
+        ``StoreUnavailable`` when the engine cannot be reached, ``RemoteFailed`` when it answers an error."""
+        for attempt in range(_READ_ATTEMPTS if read else 1):
+            with self._sent_lock:
+                self.requests_sent += 1
+            try:
+                response = self.session.request(method, url, timeout=timeout or self.timeout, stream=stream, **kwargs)
+            except requests.ConnectionError as exc:
+                if attempt + 1 < (_READ_ATTEMPTS if read else 1):
+                    continue
+                raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.base} cannot be reached: "
+                                       f"{type(exc).__name__}") from exc
+            except requests.Timeout as exc:
+                raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.base} did not answer in time") from exc
+            if response.status_code == 503:
+                response.close()
+                raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.base} is unavailable (503)")
+            if response.status_code == 400:  # the text: a client's update the engine reads otherwise than the guard
+                message = response.text[:300].strip()
+                response.close()
+                raise BadRequest(f"the SPARQL engine at {self.endpoints.base} refused it: {message}")
+            if response.status_code >= 400:
+                message = response.text[:300].strip()
+                response.close()
+                raise RemoteFailed(f"the SPARQL engine at {self.endpoints.base} answered "
+                                   f"{response.status_code}: {message}")
+            return response
+        raise AssertionError("unreachable")
+
+    def dataset_params(self, text: str, options: dict[str, object]) -> list[tuple[str, str]]:
+        """The protocol's dataset for a template run with graph ``options`` (see the module docstring)."""
+        graph = options.get("default_graph")
+        if isinstance(graph, NamedNode):
+            return [("default-graph-uri", graph.value)] + [("named-graph-uri", iri) for iri in _constant_graphs(text)]
+        if options.get("use_default_graph_as_union"):
+            return [("union-default-graph", "")]
+        return []
+
+    def _query_text(self, text: str, params: list[tuple[str, str]]) -> QueryResult:
+        response = self.send("POST", self.endpoints.query, read=True, data=[("query", text), *params],
+                             headers={"Accept": _RESULTS_JSON})
+        return parse_query_results(response.content, format=QueryResultsFormat.JSON)
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def query(self, name: str, values: Values | None = None, limit: int | None = None,
+              **options: object) -> QueryResult:
+        text = template_text(name, values, limit, self.dialect)
+        return self._query_text(text, self.dataset_params(load_template(name), options))
+
+    def run_query(self, text: str, **options: object) -> QueryResult:
+        return self._query_text(text, self.dataset_params(text, options))
+
+    def quads(self, subject: Term | None = None, predicate: NamedNode | None = None, obj: Term | None = None,
+              graph: GraphName | None = None, limit: int | None = None) -> Iterator[Quad]:
+        """Named graphs only when ``graph`` is None; the default graph itself through the Graph Store."""
+        if isinstance(graph, DefaultGraph):
+            data = self.dump(None, RdfFormat.N_TRIPLES, graph)
+            found = (Quad(t.subject, t.predicate, t.object, graph) for t in parse(data, format=RdfFormat.N_TRIPLES)
+                     if all(want is None or want == got for want, got in
+                            ((subject, t.subject), (predicate, t.predicate), (obj, t.object))))
+            return islice(found, limit)
+        rows = self.query("store_quads", {("s", "p", "o"): [(subject, predicate, obj)], "g": [graph]}, limit)
+        return (Quad(row["s"], row["p"], row["o"], row["g"]) for row in rows)
+
+    def named_graphs(self) -> list[NamedNode]:
+        return [row["g"] for row in self.query("store_named_graphs") if isinstance(row["g"], NamedNode)]
+
+    def has_graph(self, graph: GraphName) -> bool:
+        return isinstance(graph, DefaultGraph) or bool(self.query("store_has_graph", {"g": [graph]}))
+
+    def __len__(self) -> int:
+        return int(next(iter(self.query("store_count")))["n"].value)
+
+    def is_empty(self) -> bool:
+        return next(self.quads(limit=1), None) is None
+
+    def data_version(self, collection: str) -> str | None:
+        """The collection's data version, replaced by every write into it through any app worker."""
+        rows = self.query("store_data_version", {"graph": [vocab.collection_graph(collection)]})
+        return next((row["version"].value for row in rows), None)
+
+    # --- writing ------------------------------------------------------------------------------
+
+    @contextmanager
+    def writing(self) -> Iterator[RemoteStore]:
+        """This process's writers' lock (other app workers do not share it); counts a write when it ends."""
+        with self._write_lock:
+            try:
+                yield self
+            finally:
+                self.generation += 1
+
+    def run_update(self, text: str, base_iri: str | None = None) -> None:
+        if base_iri is not None:  # a BASE in the text comes later in the prologue and wins
+            text = f"BASE {render_term(NamedNode(base_iri))}\n{text}"
+        with self.writing():
+            self.send("POST", self.endpoints.update, read=False, data={"update": text}).close()
+
+    def write_graph(self, graph: GraphName, triples: Sequence[Triple], replace: bool) -> bool:
+        with self.writing():
+            created = not self.has_graph(graph)
+            self.run_update(insert_data_update(graph, triples, replace, self.dialect))
+        return created
+
+    def drop_graph(self, graph: GraphName) -> bool:
+        with self.writing():
+            if not self.has_graph(graph):
+                return False
+            self.run_update("CLEAR DEFAULT" if isinstance(graph, DefaultGraph) else f"DROP GRAPH {render_term(graph)}")
+        return True
+
+    def _data_lines(self, quads: Iterable[Quad]) -> Iterator[str]:
+        for q in quads:
+            terms = [q.subject, q.predicate, q.object]
+            if not isinstance(q.graph_name, DefaultGraph):
+                terms.append(q.graph_name)
+            yield " ".join(render_term(term, True, self.dialect) for term in terms) + " ."
+
+    def extend(self, quads: Iterable[Quad]) -> None:
+        """One ``INSERT DATA`` request: the engine applies all of it or nothing."""
+        by_graph: dict[GraphName, list[Quad]] = {}
+        for quad in quads:
+            by_graph.setdefault(quad.graph_name, []).append(quad)
+        if not by_graph:
+            return
+        blocks = []
+        for graph, members in by_graph.items():
+            body = "\n".join(" ".join(render_term(t, True, self.dialect) for t in (q.subject, q.predicate, q.object))
+                             + " ." for q in members)
+            blocks.append(body if isinstance(graph, DefaultGraph) else f"GRAPH {render_term(graph)} {{\n{body}\n}}")
+        self.run_update("INSERT DATA {\n" + "\n".join(blocks) + "\n}")
+
+    def load(self, stream: IO[bytes], fmt: RdfFormat, graph: NamedNode) -> None:
+        """N-Quads posted to the Graph Store endpoint, ``LOAD_BATCH`` quads a request: each batch is its own
+        transaction (a failure leaves the batches before it), and blank nodes are scoped to their batch."""
+        quads = (q if isinstance(q, Quad) and not isinstance(q.graph_name, DefaultGraph)
+                 else Quad(q.subject, q.predicate, q.object, graph) for q in parse(stream, format=fmt))
+        with self.writing():
+            while batch := list(islice(quads, LOAD_BATCH)):
+                body = "\n".join(self._data_lines(batch)).encode()
+                self.send("POST", self.endpoints.data, read=False, data=body,
+                          headers={"Content-Type": "application/n-quads"}).close()
+
+    def notify_loaded(self, collection: str, added_labels: list | None = None) -> None:
+        """Replace the collection's data version (other workers then rebuild their label index), then
+        tell this process's listeners."""
+        self.update("store_bump_version", {("graph", "new"): [(vocab.collection_graph(collection),
+                                                                Literal(str(uuid.uuid4())))]})
+        super().notify_loaded(collection, added_labels)
+
+    # --- whole-store operations -----------------------------------------------------------------
+
+    def dump(self, output: str | Path | None, fmt: RdfFormat = RdfFormat.TRIG,
+             graph: GraphName | None = None) -> bytes | None:
+        """The engine's Graph Store answer: the whole dataset (``fmt`` a dataset format) or one graph."""
+        if graph is None and not fmt.supports_datasets:
+            graph = DefaultGraph()
+        params = {} if graph is None else {"default": ""} if isinstance(graph, DefaultGraph) else {"graph": graph.value}
+        response = self.send("GET", self.endpoints.data, read=True, stream=True, params=params,
+                             headers={"Accept": fmt.media_type})
+        with response:
+            if output is None:
+                return response.content
+            with open(output, "wb") as target:
+                for piece in response.iter_content(1 << 20):
+                    target.write(piece)
+        return None
+
+    def backup(self, target: str | Path) -> None:
+        """The engine's dataset as N-Quads, ``BACKUP_FILE`` in the new directory ``target`` (an engine keeps its
+        own backups; a dump is what Glassgraph can take through the protocol). ``glassgraph load`` restores it."""
+        Path(target).mkdir(parents=True)
+        self.dump(Path(target) / BACKUP_FILE, RdfFormat.N_QUADS)
+
+    def close(self) -> None:
+        self.session.close()

@@ -1,0 +1,200 @@
+"""The store interface: what Glassgraph reads and writes through, whichever backend holds the data.
+
+Two backends implement it: :class:`server.store.GraphStore` (an embedded pyoxigraph store, the default)
+and :class:`server.remote_store.RemoteStore` (any SPARQL 1.1 Protocol + Graph Store Protocol engine).
+Both run the same templates from ``sparql/`` with the same parameters (``values``: escaped terms
+rendered into ``VALUES`` blocks) and the same graph options (``default_graph=`` one graph, or
+``use_default_graph_as_union=True``), and return pyoxigraph's result types. What the graph layout
+means (collections, the explain graph, load listeners) is written once, here.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import IO
+
+from pyoxigraph import DefaultGraph, NamedNode, Quad, QueryBoolean, QuerySolutions, QueryTriples, RdfFormat, Triple
+
+from server import vocab
+from server.sparql_templates import RDF12, Term, ValuesKey, load_template, render_limit, render_values
+
+QueryResult = QuerySolutions | QueryBoolean | QueryTriples
+GraphName = NamedNode | DefaultGraph
+Values = dict[ValuesKey, Iterable[Sequence[Term] | Term]]
+LoadListener = Callable[[str, list | None], None]  # (collection, labels added or None)
+
+
+def graph_options(graph: NamedNode | None) -> dict[str, object]:
+    """Query options that make ``graph`` the default graph, or the union of every graph if None."""
+    return {"default_graph": graph} if graph is not None else {"use_default_graph_as_union": True}
+
+
+def template_text(name: str, values: Values | None, limit: int | None = None, dialect: str = RDF12) -> str:
+    """Template ``name`` with its VALUES blocks filled and its LIMITs lowered to ``limit``."""
+    text = load_template(name)
+    if limit is not None:
+        text = render_limit(text, limit)
+    return render_values(text, values, dialect) if values else text
+
+
+class StoreBackend(ABC):
+    """A store with Glassgraph's named-graph layout. Subclasses provide the primitive reads and writes."""
+
+    path: Path | None  # the embedded store's directory; None in memory or on a remote engine
+    dialect: str = RDF12  # how triple terms are spelled in what this store is sent
+    shared: bool = False  # other processes write to it too (app workers on one engine): counts here miss theirs
+
+    def __init__(self, explain_collection: str) -> None:
+        self.explain_collection = explain_collection
+        self.explain_graph = vocab.explain_graph(explain_collection)
+        self.generation = 0  # writes by this process so far: a snapshot older than this is stale
+        self.trace_writes = 0  # of those, GraphRAG explanations (record_trace)
+        self._load_listeners: list[LoadListener] = []
+
+    # --- primitives ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def query(self, name: str, values: Values | None = None, limit: int | None = None,
+              **options: object) -> QueryResult:
+        """Run template ``sparql/{name}.rq`` with its VALUES blocks filled and LIMITs lowered to ``limit``.
+
+        ``options``: ``default_graph=graph`` (that graph is the default graph: faster than a
+        ``GRAPH ?g`` joined late) or ``use_default_graph_as_union=True``; none: the real default graph.
+        """
+
+    @abstractmethod
+    def run_query(self, text: str, **options: object) -> QueryResult:
+        """Run a query written by Glassgraph's own code (never a client's: see ``sparql_forward``), with the
+        same ``options`` as :meth:`query`."""
+
+    @abstractmethod
+    def quads(self, subject: Term | None = None, predicate: NamedNode | None = None, obj: Term | None = None,
+              graph: GraphName | None = None, limit: int | None = None) -> Iterator[Quad]:
+        """The quads matching a pattern (None matches anything), at most ``limit``."""
+
+    @abstractmethod
+    def named_graphs(self) -> list[NamedNode]: ...
+
+    @abstractmethod
+    def has_graph(self, graph: GraphName) -> bool:
+        """Whether ``graph`` exists (the default graph always does)."""
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def writing(self) -> AbstractContextManager[object]:
+        """Hold this process's writers' lock (read-modify-write sequences); counts a write when it ends."""
+
+    @abstractmethod
+    def run_update(self, text: str, base_iri: str | None = None) -> None:
+        """Run a SPARQL update atomically; relative IRIs resolve against ``base_iri`` unless it says BASE."""
+
+    @abstractmethod
+    def write_graph(self, graph: GraphName, triples: Sequence[Triple], replace: bool) -> bool:
+        """Replace (or merge into) ``graph``'s content with ``triples`` in one transaction; True if new."""
+
+    @abstractmethod
+    def drop_graph(self, graph: GraphName) -> bool:
+        """Drop a named graph, or empty the default graph; False if the named graph does not exist."""
+
+    @abstractmethod
+    def extend(self, quads: Iterable[Quad]) -> None:
+        """Add quads in one transaction: all or nothing."""
+
+    @abstractmethod
+    def load(self, stream: IO[bytes], fmt: RdfFormat, graph: NamedNode) -> None:
+        """Add an RDF stream (triples into ``graph``, quads keep theirs); see each backend for atomicity."""
+
+    @abstractmethod
+    def dump(self, output: str | Path | None, fmt: RdfFormat = RdfFormat.TRIG,
+             graph: GraphName | None = None) -> bytes | None:
+        """Serialize the store, or one graph, to ``output`` (a path) or return bytes."""
+
+    @abstractmethod
+    def backup(self, target: str | Path) -> None:
+        """A consistent copy of the store in ``target``."""
+
+    def flush(self) -> None:
+        """Make what was written durable for other readers (a no-op where the engine does it)."""
+        return None
+
+    def close(self) -> None:
+        """Release connections (a no-op for the embedded store)."""
+        return None
+
+    @property
+    def location(self) -> str:
+        """Where the data is, for people: the store's directory, ``:memory:``, or the engine's URL."""
+        return str(self.path or ":memory:")
+
+    # --- built on the primitives ---------------------------------------------------------------
+
+    def select(self, name: str, values: Values | None = None, **options: object) -> list[dict[str, Term]]:
+        """Run a SELECT template and return its rows as dicts (unbound variables left out)."""
+        solutions = self.query(name, values, **options)
+        names = [v.value for v in solutions.variables]
+        return [{n: row[n] for n in names if row[n] is not None} for row in solutions]
+
+    def update(self, name: str, values: Values) -> None:
+        """Run update template ``sparql/{name}.ru`` with its VALUES blocks filled, atomically."""
+        self.run_update(template_text(name, values, dialect=self.dialect))
+
+    def record_trace(self, quads: Iterable[Quad]) -> None:
+        """:meth:`extend` for GraphRAG's explanations, counted apart (``trace_writes``): anonymous questions
+        write them, so what describes the data (VoID) need not be redone after each one."""
+        self.extend(quads)
+        self.trace_writes += 1
+
+    def is_empty(self) -> bool:
+        return next(iter(self.quads(limit=1)), None) is None
+
+    def data_version(self, collection: str) -> str | None:
+        """A token that changes with every write into ``collection`` by any process sharing the store; None
+        where one process holds the store (its own load listeners then see every write)."""
+        return None
+
+    def collection_of(self, graph: NamedNode) -> str | None:
+        """The collection whose knowledge graph ``graph`` is; None for provenance, librarian and
+        this store's explainability graph (whatever its configured name)."""
+        return None if graph == self.explain_graph else vocab.collection_of_graph(graph)
+
+    def check_collection(self, collection: str) -> None:
+        """ValueError saying why ``collection`` cannot name a user collection of this store."""
+        vocab.check_collection_name(collection, self.explain_collection)
+
+    def collections(self) -> list[dict[str, object]]:
+        """Every collection with the triple counts of its knowledge and source graphs."""
+        counts = {row["g"].value: int(row["n"].value) for row in self.select("graph_counts")}
+        result = []
+        names = {self.collection_of(NamedNode(graph.removesuffix(":source"))) for graph in counts}
+        for name in sorted(names - {None}):
+            graph = vocab.collection_graph(name).value
+            result.append({"collection": name, "graph": graph, "triples": counts.get(graph, 0),
+                           "source_triples": counts.get(vocab.source_graph(name).value, 0)})
+        return result
+
+    def librarian_text(self, iri: NamedNode) -> str | None:
+        """The text the librarian graph holds for ``iri`` (a document, page, chunk or answer); None if none."""
+        content = next(iter(self.quads(iri, vocab.TG.content, None, vocab.LIBRARIAN_GRAPH)), None)
+        return None if content is None else content.object.value
+
+    def has_collection(self, collection: str) -> bool:
+        """Whether user collection ``collection`` holds data (knowledge, or only the provenance of documents
+        ingested without an LLM); ValueError for a name that is not one."""
+        self.check_collection(collection)
+        return any(self.has_graph(graph) for graph in (vocab.collection_graph(collection),
+                                                       vocab.source_graph(collection)))
+
+    def add_load_listener(self, listener: LoadListener) -> None:
+        """``listener(collection, added_labels)`` runs after data is written into a collection."""
+        self._load_listeners.append(listener)
+
+    def notify_loaded(self, collection: str, added_labels: list | None = None) -> None:
+        """Data was written into ``collection``; ``added_labels`` (``(term IRI, label Literal, is a relation)``),
+        when the writer knows them, are all the ``rdfs:label``s it added: label indexes then add those
+        instead of reading the collection again."""
+        for listener in list(self._load_listeners):
+            listener(collection, added_labels)

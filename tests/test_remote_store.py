@@ -1,0 +1,276 @@
+"""The remote store's own behaviour: what it sends in each dialect, what it reads back, a down engine, a
+runaway query through the endpoint, and several app workers on one engine.
+
+The tests every backend shares (pipeline, explain, HTTP API, SPARQL protocol, GSP, CLI) run on the remote
+store through ``BOTH_BACKENDS`` (conftest); these are the ones only a remote engine has.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote_plus
+
+import pytest
+import requests
+from conftest import add_france, remote_store, start_engine
+from live_server import serve
+from loopback_listener import LoopbackListener
+from oxigraph_server import OxigraphServer
+from production_server import TOKEN, ProductionServer, free_port
+from pyoxigraph import Literal, NamedNode, Quad, Triple
+
+from server import vocab
+from server.bootstrap import connect_store
+from server.config import Config, ConfigError
+from server.errors import StoreUnavailable
+from server.explain.provenance import source_chains
+from server.remote_store import EngineEndpoints, RemoteStore
+from server.sparql_templates import RDF12, RDF_STAR
+from server.store import GraphStore
+from server.vocab import ENTITY, RELATION, TG
+
+CAPITAL = Triple(ENTITY.france, RELATION.capital, ENTITY.paris)
+SPELLING = {RDF12: "<<( <https://trustgraph.ai/e/france> <https://trustgraph.ai/r/capital> "
+                   "<https://trustgraph.ai/e/paris> )>>",
+            RDF_STAR: "<< <https://trustgraph.ai/e/france> <https://trustgraph.ai/r/capital> "
+                      "<https://trustgraph.ai/e/paris> >>"}
+
+
+# --- dialects: what is sent, what is read back ------------------------------------------------------
+
+@pytest.mark.parametrize("dialect", [RDF12, RDF_STAR])
+def test_each_dialect_spells_triple_terms_in_writes_and_in_template_values(dialect: str) -> None:
+    engine = LoopbackListener()
+    try:
+        store = RemoteStore(EngineEndpoints(engine.url, engine.url, engine.url, engine.url), dialect=dialect)
+        store.extend([Quad(vocab.subgraph_iri("fr", 1, 1), TG.contains, CAPITAL, vocab.source_graph("default"))])
+        store.query("prov_sources", {"edge": [CAPITAL]}, default_graph=vocab.source_graph("default"))
+        store.write_graph(NamedNode("urn:test:g"), [Triple(NamedNode("urn:test:s"), TG.contains, CAPITAL)],
+                          replace=True)
+    finally:
+        engine.close()
+    sent = [unquote_plus(body.decode()) for body in engine.bodies]
+    assert len(sent) == 4  # INSERT DATA, the query, has_graph, the replace
+    other = SPELLING[RDF_STAR if dialect == RDF12 else RDF12]
+    for index in (0, 1, 3):
+        assert SPELLING[dialect] in sent[index] and other not in sent[index], sent[index]
+    assert sent[0].startswith("update=INSERT DATA")
+    assert "default-graph-uri=urn:trustgraph:graph:default:source" in sent[1]
+    assert "named-graph-uri=urn:trustgraph:graph:librarian" in sent[1]  # the template's constant GRAPH
+
+
+@pytest.mark.parametrize("dialect", [RDF12, RDF_STAR])
+def test_provenance_written_in_either_dialect_traces_back(engine: OxigraphServer, dialect: str) -> None:
+    """An RDF 1.2 engine reads RDF-star's ``<< s p o >>`` as a reifier, which tracing accepts as well."""
+    writer = replace_dialect(remote_store(engine.url), dialect)
+    writer.run_update("DROP SILENT ALL")
+    add_france(writer)
+    reader = remote_store(engine.url)  # rdf12: the dialect an Oxigraph engine is read in
+    [chain] = source_chains(reader, CAPITAL, "default")
+    assert [node["type"] for node in chain] == ["Chunk", "Page", "Document"]
+    contained = bool(list(reader.quads(None, TG.contains, CAPITAL)))
+    reified = bool(list(reader.quads(None, vocab.RDF.reifies, CAPITAL)))
+    assert (contained, reified) == ((True, False) if dialect == RDF12 else (False, True))
+
+
+def replace_dialect(store: RemoteStore, dialect: str) -> RemoteStore:
+    store.dialect = dialect
+    return store
+
+
+# --- a down engine ---------------------------------------------------------------------------------
+
+def test_a_down_engine_is_503_naming_it_and_reads_are_retried_but_writes_are_not(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    store = remote_store(url)
+    with pytest.raises(StoreUnavailable, match=url):
+        store.named_graphs()
+    assert store.requests_sent == 3  # a read is tried three times
+    with pytest.raises(StoreUnavailable, match=url):
+        store.extend([Quad(ENTITY.a, RELATION.b, Literal("c"), vocab.collection_graph("default"))])
+    assert store.requests_sent == 4  # a write once: it may have arrived
+    live = serve(store)
+    try:
+        for path in ("/healthz", "/api/collections", "/sparql?query=ASK%7B%7D"):
+            response = requests.get(live.url + path, headers={"Accept": "application/json"})
+            assert response.status_code == 503, (path, response.text)
+            assert url in response.text and "Traceback" not in response.text
+        asked = requests.post(live.url + "/api/graph-rag", json={"query": "What is the capital of France?"})
+        assert url in asked.text and asked.status_code in (200, 503)  # a stream that started ends with the error
+    finally:
+        live.close()
+
+
+# --- a runaway query is stopped, and the engine with it ------------------------------------------------
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
+
+
+def test_a_runaway_query_is_stopped_at_the_deadline_and_the_engine_is_idle_again(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    deadline_s = 2
+    engine = start_engine(tmp_path_factory, "runaway", timeout_s=deadline_s)
+    store = remote_store(engine.url)
+    try:
+        facts = [Quad(NamedNode(f"urn:test:s{i}"), RELATION.p, Literal(str(i)), vocab.collection_graph("default"))
+                 for i in range(300)]
+        store.extend(facts)
+        live = serve(store, query_deadline_s=deadline_s)
+        try:
+            started = time.monotonic()
+            runaway = requests.get(live.url + "/sparql", params={
+                "query": "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"})
+            took = time.monotonic() - started
+            assert runaway.status_code == 422 and "GLASSGRAPH_DEADLINE" in runaway.text, runaway.text
+            assert deadline_s <= took < deadline_s + 3
+            time.sleep(0.5)  # the engine's own cancellation lands
+            before = _cpu_seconds(engine.process.pid)
+            time.sleep(1.0)
+            assert _cpu_seconds(engine.process.pid) - before < 0.1  # nothing runs on in the engine
+            assert requests.get(live.url + "/sparql", params={"query": "ASK { ?s ?p ?o }"},
+                                headers={"Accept": "application/json"}).json()["boolean"] is True
+        finally:
+            live.close()
+    finally:
+        store.close()
+        engine.close()
+
+
+# --- several app workers on one engine ------------------------------------------------------------------
+
+def test_gunicorn_workers_share_one_engine(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Two gunicorn workers: a collection written through one is answered from by both (their label indexes
+    follow the store's data version), and every session id is unique."""
+    engine = start_engine(tmp_path_factory, "workers")
+    try:
+        store = remote_store(engine.url)
+        add_france(store)
+        server = ProductionServer(tmp_path / "app", workers=2, env={"GLASSGRAPH_STORE": engine.url})
+        try:
+            auth = {"Authorization": f"Bearer {TOKEN}"}
+            atlantis, poseidonia = f"<{ENTITY.atlantis.value}>", f"<{ENTITY.poseidonia.value}>"
+            label = f"<{vocab.RDFS.label.value}>"
+            new = (f"{atlantis} <{RELATION.capital.value}> {poseidonia} .\n{atlantis} {label} \"Atlantis\" .\n"
+                   f"{poseidonia} {label} \"Poseidonia\" .")
+            questions = [ask(server.url, "What is the capital of France?") for _ in range(6)]  # both workers index
+            posted = requests.post(server.url + "/store", params={"graph": vocab.collection_graph("default").value},
+                                   data=new, headers={"Content-Type": "text/turtle", **auth})
+            assert posted.status_code == 204, posted.text
+            time.sleep(1.2)  # label_index.VERSION_CHECK_S: how long a worker trusts its index unasked
+            questions += [ask(server.url, "What is the capital of Atlantis?") for _ in range(6)]
+            assert all("Poseidonia" in answer for _, answer in questions[6:]), questions[6:]
+            assert all("Paris" in answer for _, answer in questions[:6])
+            sessions = [session for session, _ in questions]
+            assert len(set(sessions)) == len(sessions)
+            pids = {line for line in server.log_path.read_text().splitlines() if "Booting worker" in line}
+            assert len(pids) == 2
+        finally:
+            server.close()
+    finally:
+        engine.close()
+
+
+def ask(url: str, question: str) -> tuple[str, str]:
+    """(session IRI, answer) of one GraphRAG question answered as JSON."""
+    response = requests.post(url + "/api/graph-rag", json={"query": question, "streaming": False}, timeout=60)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    return body["session"], body["answer"] or json.dumps(body)
+
+
+# --- the single-machine production set-up ----------------------------------------------------------------
+
+def test_serve_with_engine_runs_oxigraph_and_workers_and_stops_both(tmp_path: Path) -> None:
+    data = tmp_path / "one.nt"
+    data.write_text(f"<{ENTITY.atlantis.value}> <{vocab.RDFS.label.value}> \"Atlantis\" .\n")
+    store = str(tmp_path / "store")
+    env = {**_cli_env(), "GLASSGRAPH_STORE": store, "GLASSGRAPH_LOAD_SAMPLE": "false"}
+    assert subprocess.run([*GLASSGRAPH, "load", str(data)], env=env, capture_output=True).returncode == 0
+    port = free_port()
+    server = subprocess.Popen([*GLASSGRAPH, "serve", "--engine", "oxigraph", "--workers", "2", "--port", str(port)],
+                              env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        first = server.stdout.readline()
+        assert first.startswith(f"Glassgraph console: http://127.0.0.1:{port}/") and "2 workers" in first, first
+        engine_url = first.split("oxigraph serve at ")[1].split(";")[0]
+        health = requests.get(f"http://127.0.0.1:{port}/healthz").json()
+        assert health["store"] == engine_url and health["collections"] == 1
+        answer = requests.get(f"http://127.0.0.1:{port}/sparql", headers={"Accept": "application/json"},
+                              params={"query": "SELECT ?l WHERE { ?s ?p ?l }"}).json()
+        assert [row["l"]["value"] for row in answer["results"]["bindings"]] == ["Atlantis"]
+    finally:
+        server.terminate()
+        server.wait(60)
+        server.stdout.close()
+    assert server.returncode == 0
+    with pytest.raises(requests.ConnectionError):  # the engine stopped with it
+        requests.get(engine_url + "/query", params={"query": "ASK {}"}, timeout=5)
+
+
+GLASSGRAPH = [str(Path(sys.executable).with_name("glassgraph"))]
+
+
+def _cli_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("GLASSGRAPH_", "OPENAI_"))}
+
+
+# --- what a client's request can make Glassgraph send ------------------------------------------------------
+
+def test_a_client_chooses_the_dataset_but_no_other_parameter_of_the_engine_request() -> None:
+    engine = LoopbackListener()
+    store = RemoteStore(EngineEndpoints.of(engine.url.removesuffix("/sparql"), query=engine.url))
+    live = serve(store)
+    query = "SELECT * WHERE { ?s ?p ?o }"
+    try:
+        both = requests.post(live.url + "/sparql", data={"query": query, "update": "DROP ALL"})
+        assert both.status_code == 400
+        for send in (requests.get, lambda url, params: requests.post(url, data=params)):
+            answered = send(live.url + "/sparql", params={
+                "query": query, "default-graph-uri": "urn:test:g", "union-default-graph": "", "timeout": "0"})
+            assert answered.status_code == 200, answered.text
+        assert requests.get(live.url + "/sparql", params={"query": query, "timeout": "0"}).status_code == 200
+    finally:
+        live.close()
+        engine.close()
+    sent = [sorted(parse_qsl(body.decode(), keep_blank_values=True)) for body in engine.bodies]
+    text = f"BASE <{live.url}/sparql>\n{query}"
+    chosen = [("default-graph-uri", "urn:test:g"), ("query", text)]
+    assert sent == [chosen, chosen, [("query", text), ("union-default-graph", "")]]
+
+
+# --- configuration: the engine's URLs, credentials and dialect -----------------------------------------------
+
+def test_the_environment_names_each_endpoint_and_the_credentials() -> None:
+    engine = LoopbackListener()
+    root = engine.url.removesuffix("/sparql")
+    try:
+        fuseki_like = connect_store(Config.from_env({
+            "GLASSGRAPH_STORE": root + "/ds", "GLASSGRAPH_STORE_QUERY_URL": engine.url + "?op=query",
+            "GLASSGRAPH_STORE_UPDATE_URL": engine.url + "?op=update",
+            "GLASSGRAPH_STORE_DATA_URL": engine.url + "?op=data",
+            "GLASSGRAPH_STORE_TOKEN": "engine-secret\n", "GLASSGRAPH_STORE_DIALECT": "rdf-star"}))
+        assert isinstance(fuseki_like, RemoteStore) and fuseki_like.dialect == RDF_STAR
+        fuseki_like.named_graphs()
+        fuseki_like.extend([Quad(ENTITY.a, RELATION.b, Literal("c"), vocab.collection_graph("default"))])
+        fuseki_like.dump(None, graph=vocab.collection_graph("default"))
+        basic = connect_store(Config.from_env({"GLASSGRAPH_STORE": root, "GLASSGRAPH_STORE_USER": "glass",
+                                               "GLASSGRAPH_STORE_PASSWORD": "graph"}))
+        basic.named_graphs()
+    finally:
+        engine.close()
+    assert [call.split()[:2] for call in engine.calls] == [
+        ["POST", "/sparql?op=query"], ["POST", "/sparql?op=update"],
+        ["GET", "/sparql?op=data&graph=urn%3Atrustgraph%3Agraph%3Adefault"], ["POST", "/query"]]
+    assert engine.authorizations == ["Bearer engine-secret"] * 3 + ["Basic Z2xhc3M6Z3JhcGg="]
+
+
+def test_a_dialect_that_does_not_exist_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match="GLASSGRAPH_STORE_DIALECT"):
+        connect_store(Config.from_env({"GLASSGRAPH_STORE": "http://127.0.0.1:9", "GLASSGRAPH_STORE_DIALECT": "rdf13"}))
+    assert isinstance(connect_store(Config.from_env({"GLASSGRAPH_STORE": ":memory:"})), GraphStore)
