@@ -1,8 +1,9 @@
 """The production entry point: ``gunicorn -w 1 -k server.http.asgi.Worker server.asgi:app``.
 
-One worker process, never ``--preload``: the store is opened here, in the worker, and only one
-process may open it for writing. The worker's event loop holds the connections; the Flask app
-runs in ``GLASSGRAPH_THREADS`` threads (``server/http/asgi.py``).
+One worker process on an embedded store, never ``--preload``: the store is opened here, in the worker,
+and only one process may open it for writing. On a remote store (``GLASSGRAPH_STORE=http://...``) the
+worker holds no data: ``-w N`` runs N of them against the engine. The worker's event loop holds the
+connections; the Flask app runs in ``GLASSGRAPH_THREADS`` threads (``server/http/asgi.py``).
 """
 from server.config import Config
 from server.http.app import create_app

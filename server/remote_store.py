@@ -81,6 +81,8 @@ def _constant_graphs(text: str) -> list[str]:
 class RemoteStore(StoreBackend):
     """A store on a SPARQL engine at ``endpoints``; ``timeout_s`` is each request's read timeout."""
 
+    shared = True
+
     def __init__(self, endpoints: EngineEndpoints, explain_collection: str = vocab.EXPLAIN_COLLECTION,
                  dialect: str = RDF12, timeout_s: float = 60.0, connect_timeout_s: float = 5.0,
                  pool_size: int = 64) -> None:

@@ -44,6 +44,7 @@ class StoreBackend(ABC):
 
     path: Path | None  # the embedded store's directory; None in memory or on a remote engine
     dialect: str = RDF12  # how triple terms are spelled in what this store is sent
+    shared: bool = False  # other processes write to it too (app workers on one engine): counts here miss theirs
 
     def __init__(self, explain_collection: str) -> None:
         self.explain_collection = explain_collection

@@ -120,3 +120,22 @@ def screenshot(page: object, name: str) -> None:
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {width}px wide"
     page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
+
+
+def set_query(page: object, query: str) -> None:
+    """Replaces the SPARQL console editor's text with ``query``: select all, delete, then the text as one
+    input (inserted over a selection of highlighted lines, Chromium's own editing would try to keep their
+    style with an inline style attribute, which the Content-Security-Policy refuses)."""
+    page.click("#editor .cm-content")
+    page.keyboard.press("Control+a")
+    page.keyboard.press("Delete")
+    if query:
+        page.keyboard.insert_text(query)
+
+
+def run_query(page: object, query: str) -> None:
+    """Runs ``query`` in the SPARQL console (Ctrl+Enter), and waits until the editor's check of it is
+    back (a check still under way when a test leaves the page would be an aborted request)."""
+    set_query(page, query)
+    page.keyboard.press("Control+Enter")
+    page.locator('#editor[data-check="done"]').wait_for(state="attached")

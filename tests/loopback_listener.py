@@ -18,11 +18,13 @@ class LoopbackListener:
                  drip_s: float = 0.0) -> None:
         self.calls: list[str] = []
         self.bodies: list[bytes] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         listener = self
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
                 listener.calls.append(self.requestline)
+                listener.authorizations.append(self.headers.get("Authorization"))
                 length = int(self.headers.get("Content-Length") or 0)
                 listener.bodies.append(self.rfile.read(length))
                 time.sleep(delay_s)

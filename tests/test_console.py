@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import pytest
 import requests
-from console_browser import QUESTION, refusals, requires_chromium, screenshot
+from console_browser import QUESTION, refusals, requires_chromium, run_query, screenshot, set_query
 from pyoxigraph import NamedNode
 
 from server import vocab
@@ -26,11 +26,6 @@ ORDER BY ?country"""
 CAPITALS_PREFIXES = "PREFIX r: <https://trustgraph.ai/r/>\nPREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
 
 pytestmark = requires_chromium
-
-
-def run_query(page: object, query: str) -> None:
-    page.fill("#query", query)
-    page.press("#query", "Control+Enter")
 
 
 def test_home_lists_collections_and_example_questions(page: object, console_url: str,
@@ -59,7 +54,8 @@ def test_sparql_query_shows_rows_and_keeps_history(page: object, console_url: st
     assert history[0]["query"].endswith(CAPITALS)
     assert "query=" in page.url  # the address is the shareable link of what ran
     screenshot(page, "sparql")
-    page.fill("#query", "")
+    set_query(page, "")
+    assert page.input_value("#query") == ""
     page.click("#history-box summary")
     page.click("#history li:first-child button")
     assert page.input_value("#query") == CAPITALS_PREFIXES + CAPITALS
@@ -110,7 +106,7 @@ def test_sparql_error_shows_message_and_position(page: object, console_url: str)
     error.wait_for()
     message = page.inner_text("#error .error-message")
     assert message.startswith("malformed query")
-    line, column = re.search(r"at (\d+):(\d+)", message).groups()  # the parser's own position
+    line, column = re.search(r"line (\d+), column (\d+)", message).groups()  # the parser's own position
     position = page.inner_text("#error .error-position")
     assert position.startswith(f"line {line}, column {column}:\n"), position
     assert position.splitlines()[1] == "SELECT * WHERE {\n  ?s ?p\n}".splitlines()[int(line) - 1]

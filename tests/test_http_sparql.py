@@ -163,7 +163,7 @@ def test_malformed_query_is_400_with_the_parser_message(server: LiveServer) -> N
     response = query(server, "SELECT ?s WHERE { ?s ?p }", "application/json")
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["type"] == "bad-request" and "error at 1:" in error["message"]
+    assert error["type"] == "bad-request" and "line 1, column " in error["message"]
 
 
 @pytest.mark.parametrize("call", [

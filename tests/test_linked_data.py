@@ -9,7 +9,7 @@ from urllib.parse import urljoin
 
 import pytest
 import requests
-from conftest import add_france
+from conftest import add_france, own_store
 from live_server import LiveServer, serve
 from pyoxigraph import Literal as OxLiteral
 from pyoxigraph import NamedNode, Quad, RdfFormat, Triple
@@ -18,7 +18,6 @@ from rdflib import Dataset, Graph, Literal, Namespace, URIRef
 from rdflib.namespace import RDF
 
 from server import vocab
-from server.store import GraphStore
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
 TOKEN = "s3cret"
@@ -27,21 +26,22 @@ SD = Namespace("http://www.w3.org/ns/sparql-service-description#")
 FRANCE = vocab.ENTITY.france.value
 CAPITAL = vocab.RELATION.capital.value
 SUBGRAPH = vocab.subgraph_iri("fr", 4, 2).value  # holds triple terms: no JSON-LD
+BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:rdflib")  # rdflib's own, inside its parsers
 RDF_FORMATS = {"text/turtle": "turtle", "application/trig": "trig", "application/n-triples": "nt",
                "application/n-quads": "nquads", "application/ld+json": "json-ld", "application/rdf+xml": "xml"}
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def server(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Iterator[LiveServer]:
     """The France graph with its provenance, and one GraphRAG trace asked over HTTP."""
-    store = add_france(GraphStore(tmp_path_factory.mktemp("linked") / "store"))
-    live = serve(store, token=TOKEN)
-    answered = requests.post(live.url + "/api/graph-rag", json={"query": "What is the capital of France?"})
-    assert answered.status_code == 200 and answered.json()["session"], answered.text
-    live.session = answered.json()["session"]
-    yield live
-    live.close()
+    with own_store(tmp_path_factory, store_backend, "linked") as store:
+        live = serve(add_france(store), token=TOKEN)
+        answered = requests.post(live.url + "/api/graph-rag", json={"query": "What is the capital of France?"})
+        assert answered.status_code == 200 and answered.json()["session"], answered.text
+        live.session = answered.json()["session"]
+        yield live
+        live.close()
 
 
 def parse(response: requests.Response) -> Dataset:

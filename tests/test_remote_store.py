@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import unquote_plus
+from urllib.parse import parse_qsl, unquote_plus
 
 import pytest
 import requests
@@ -24,10 +24,13 @@ from production_server import TOKEN, ProductionServer, free_port
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
+from server.bootstrap import connect_store
+from server.config import Config, ConfigError
 from server.errors import StoreUnavailable
 from server.explain.provenance import source_chains
 from server.remote_store import EngineEndpoints, RemoteStore
 from server.sparql_templates import RDF12, RDF_STAR
+from server.store import GraphStore
 from server.vocab import ENTITY, RELATION, TG
 
 CAPITAL = Triple(ENTITY.france, RELATION.capital, ENTITY.paris)
@@ -215,3 +218,59 @@ GLASSGRAPH = [str(Path(sys.executable).with_name("glassgraph"))]
 
 def _cli_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("GLASSGRAPH_", "OPENAI_"))}
+
+
+# --- what a client's request can make Glassgraph send ------------------------------------------------------
+
+def test_a_client_chooses_the_dataset_but_no_other_parameter_of_the_engine_request() -> None:
+    engine = LoopbackListener()
+    store = RemoteStore(EngineEndpoints.of(engine.url.removesuffix("/sparql"), query=engine.url))
+    live = serve(store)
+    query = "SELECT * WHERE { ?s ?p ?o }"
+    try:
+        both = requests.post(live.url + "/sparql", data={"query": query, "update": "DROP ALL"})
+        assert both.status_code == 400
+        for send in (requests.get, lambda url, params: requests.post(url, data=params)):
+            answered = send(live.url + "/sparql", params={
+                "query": query, "default-graph-uri": "urn:test:g", "union-default-graph": "", "timeout": "0"})
+            assert answered.status_code == 200, answered.text
+        assert requests.get(live.url + "/sparql", params={"query": query, "timeout": "0"}).status_code == 200
+    finally:
+        live.close()
+        engine.close()
+    sent = [sorted(parse_qsl(body.decode(), keep_blank_values=True)) for body in engine.bodies]
+    text = f"BASE <{live.url}/sparql>\n{query}"
+    chosen = [("default-graph-uri", "urn:test:g"), ("query", text)]
+    assert sent == [chosen, chosen, [("query", text), ("union-default-graph", "")]]
+
+
+# --- configuration: the engine's URLs, credentials and dialect -----------------------------------------------
+
+def test_the_environment_names_each_endpoint_and_the_credentials() -> None:
+    engine = LoopbackListener()
+    root = engine.url.removesuffix("/sparql")
+    try:
+        fuseki_like = connect_store(Config.from_env({
+            "GLASSGRAPH_STORE": root + "/ds", "GLASSGRAPH_STORE_QUERY_URL": engine.url + "?op=query",
+            "GLASSGRAPH_STORE_UPDATE_URL": engine.url + "?op=update",
+            "GLASSGRAPH_STORE_DATA_URL": engine.url + "?op=data",
+            "GLASSGRAPH_STORE_TOKEN": "engine-secret\n", "GLASSGRAPH_STORE_DIALECT": "rdf-star"}))
+        assert isinstance(fuseki_like, RemoteStore) and fuseki_like.dialect == RDF_STAR
+        fuseki_like.named_graphs()
+        fuseki_like.extend([Quad(ENTITY.a, RELATION.b, Literal("c"), vocab.collection_graph("default"))])
+        fuseki_like.dump(None, graph=vocab.collection_graph("default"))
+        basic = connect_store(Config.from_env({"GLASSGRAPH_STORE": root, "GLASSGRAPH_STORE_USER": "glass",
+                                               "GLASSGRAPH_STORE_PASSWORD": "graph"}))
+        basic.named_graphs()
+    finally:
+        engine.close()
+    assert [call.split()[:2] for call in engine.calls] == [
+        ["POST", "/sparql?op=query"], ["POST", "/sparql?op=update"],
+        ["GET", "/sparql?op=data&graph=urn%3Atrustgraph%3Agraph%3Adefault"], ["POST", "/query"]]
+    assert engine.authorizations == ["Bearer engine-secret"] * 3 + ["Basic Z2xhc3M6Z3JhcGg="]
+
+
+def test_a_dialect_that_does_not_exist_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match="GLASSGRAPH_STORE_DIALECT"):
+        connect_store(Config.from_env({"GLASSGRAPH_STORE": "http://127.0.0.1:9", "GLASSGRAPH_STORE_DIALECT": "rdf13"}))
+    assert isinstance(connect_store(Config.from_env({"GLASSGRAPH_STORE": ":memory:"})), GraphStore)

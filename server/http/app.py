@@ -33,15 +33,16 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
     app.config["MAX_FORM_MEMORY_SIZE"] = config.max_body_bytes
     store = app.extensions["glassgraph.store"] = store if store is not None else open_store(config)
-    if isinstance(store, RemoteStore):  # the engine evaluates; the parse worker still guards
-        app.extensions["glassgraph.queries"] = QueryWorkers(None, 0, config.query_memory_mb, store.flush)
+    if isinstance(store, RemoteStore):  # the engine evaluates; worker processes still check what is sent
+        app.extensions["glassgraph.queries"] = QueryWorkers(None, max(config.query_workers, 1), config.query_memory_mb,
+                                                            store.flush)
     elif store.path is not None and config.query_workers > 0:
         app.extensions["glassgraph.queries"] = QueryWorkers(store.path, config.query_workers, config.query_memory_mb,
                                                             store.flush)
 
-    from server.http import api, console, dataset, documents, graph_store, ops, sparql
+    from server.http import api, console, dataset, documents, graph_store, ops, sparql, sparql_editor
 
-    for module in (ops, sparql, graph_store, api, documents, console, dataset):
+    for module in (ops, sparql, sparql_editor, graph_store, api, documents, console, dataset):
         app.register_blueprint(module.blueprint)
     install_whole_body_reading(app)
     install_error_handlers(app)

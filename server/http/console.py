@@ -21,6 +21,7 @@ from server.http.params import iri_parameter
 from server.labels import local_name, store_labels
 from server.rag.retrieval import RetrievalLimits
 from server.sparql_templates import template_limit
+from server.void import VOID_PATH, GraphRole
 
 blueprint = Blueprint("console", __name__)
 
@@ -33,6 +34,13 @@ EXAMPLE_QUESTIONS = (
 SESSIONS_PER_PAGE = 20
 MAX_PAGE = MAX_SESSION_OFFSET // SESSIONS_PER_PAGE
 EDGE_LIMIT = template_limit("console_resource_out")  # the edges of each direction a resource page lists
+SAMPLE_TITLE = "CIA World Factbook 2015 (the sample dataset)"
+SAMPLE_QUERY = """SELECT ?country ?capital WHERE {
+  GRAPH ?g { ?country r:capital ?capital ; rdfs:label ?name }
+  FILTER(STRSTARTS(?name, "N"))
+}
+ORDER BY ?name"""
+PREDICATE_OPEN_MAX = 3  # a resource page's predicate group starts open when it holds at most this many edges
 DEFAULT_QUERY = """SELECT ?country ?capital WHERE {
   GRAPH ?g { ?country r:capital ?capital }
 }
@@ -110,9 +118,21 @@ def _trace_or_404(iri: str | None) -> dict:
 
 @blueprint.get("/")
 def home() -> str:
-    collections = current_store().collections()
+    """The dataset named (each collection with its documents, the sample's title when it was loaded),
+    a question box, one sample query, and the recent sessions."""
+    store, config = current_store(), current_config()
+    collections = []
+    for collection in store.collections():
+        rows = store.select("console_document_count", default_graph=vocab.source_graph(collection["collection"]))
+        documents = int(rows[0]["n"].value) if rows else 0
+        is_sample = config.load_sample and collection["collection"] == config.default_collection and documents > 0
+        collections.append({**collection, "documents": documents, "title": SAMPLE_TITLE if is_sample else None,
+                            "void": f"{VOID_PATH}#{GraphRole('collection', collection['collection']).fragment}"})
+    prefixes = {p: vocab.PREFIXES[p] for p in ("r", "rdfs")}
     return render_template("home.html", collections=collections, questions=EXAMPLE_QUESTIONS,
-                           sessions=list_sessions(current_store(), limit=5))
+                           sessions=list_sessions(store, limit=5), sample_query=SAMPLE_QUERY,
+                           sample_query_text="".join(f"PREFIX {p}: <{base}>\n" for p, base in prefixes.items())
+                           + SAMPLE_QUERY)
 
 
 @blueprint.get("/console/sparql")
@@ -206,12 +226,17 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
         for row in store.select("console_fact_subgraphs", values={"fact": list(facts)},
                                 default_graph=vocab.source_graph(collection)):
             subgraphs.setdefault(row["fact"], []).append(row["sg"].value)
-    groups: dict[str, dict[NamedNode, dict]] = {"o": {}, "s": {}}  # direction -> graph -> its edges
+    groups: dict[str, dict[NamedNode, dict]] = {"o": {}, "s": {}}  # direction -> graph -> predicate -> edges
     for row, fact, other in edges:
-        group = groups[other].setdefault(row["g"], {"graph": term_view(row["g"], labels), "edges": []})
-        group["edges"].append({"p": term_view(row["p"], labels), "other": term_view(row[other], labels),
-                               "subgraphs": sorted(subgraphs.get(fact, [])), "chains": chains.get(fact, [])})
+        group = groups[other].setdefault(row["g"], {"graph": term_view(row["g"], labels), "predicates": {}})
+        predicate = group["predicates"].setdefault(row["p"], {"p": term_view(row["p"], labels), "edges": []})
+        predicate["edges"].append({"other": term_view(row[other], labels),
+                                   "subgraphs": sorted(subgraphs.get(fact, [])), "chains": chains.get(fact, [])})
+    for direction in groups.values():
+        for group in direction.values():
+            group["predicates"] = list(group["predicates"].values())
     page = render_template("resource.html", iri=node.value, label=labels.get(node), limit=EDGE_LIMIT,
+                           open_max=PREDICATE_OPEN_MAX,
                            explain_kind=vocab.explain_kind(node.value), has_text=store.librarian_text(node) is not None,
                            outgoing=list(groups["o"].values()), incoming=list(groups["s"].values()),
                            out_count=len(outgoing), in_count=len(incoming))

@@ -1,51 +1,18 @@
 """The dataset's VoID description at ``/.well-known/void`` (RFC 5785 well-known URI registered for
-VoID): RDF for machines (Turtle without Accept), a page for a browser.
-
-Describing counts every graph, so the descriptions are kept until the next write of data (explanations
-renew them at most every 30 s).
+VoID): RDF for machines (Turtle without Accept), a page for a browser. The descriptions come from
+``descriptions.current_descriptions`` (kept until the next write of data).
 """
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass
-
-from flask import Blueprint, Flask, Response, current_app, render_template, request, url_for
+from flask import Blueprint, Response, current_app, render_template, request, url_for
 
 from server.http.context import current_config
+from server.http.descriptions import current_descriptions
 from server.http.linked_data import linked_data_response
 from server.http.negotiation import GRAPH_MEDIA
-from server.void import VOID_PATH, GraphDescription, dataset_iri, describe_store, void_triples
+from server.void import VOID_PATH, dataset_iri, void_triples
 
 blueprint = Blueprint("dataset", __name__)
-_describing = threading.Lock()
-TRACES_REFRESH_S = 30.0
-
-
-@dataclass(frozen=True)
-class _Described:
-    data_writes: int  # the store's writes other than explanations, when described
-    trace_writes: int
-    at: float  # time.monotonic()
-    descriptions: list[GraphDescription]
-
-
-def current_descriptions(app: Flask) -> list[GraphDescription]:
-    """The store's graphs described, again after each write of data; GraphRAG explanations (which any
-    client can cause) renew it at most every ``TRACES_REFRESH_S`` (describing took 0.8 s on a
-    1.3M-quad store, so a question before each VoID request held a thread that long)."""
-    store = app.extensions["glassgraph.store"]
-    with _describing:
-        cached: _Described | None = app.extensions.get("glassgraph.void")
-        data_writes = store.generation - store.trace_writes
-        if (cached is None or cached.data_writes != data_writes
-                or (cached.trace_writes != store.trace_writes
-                    and time.monotonic() - cached.at >= TRACES_REFRESH_S)):
-            cached = _Described(data_writes, store.trace_writes, time.monotonic(), describe_store(store))
-            app.extensions["glassgraph.void"] = cached
-        return cached.descriptions
-
-
 @blueprint.route(VOID_PATH, methods=["GET"])
 def void() -> Response:
     root, endpoint = request.host_url.rstrip("/"), url_for("sparql.sparql_endpoint", _external=True)

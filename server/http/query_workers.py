@@ -43,13 +43,16 @@ from pyoxigraph import Store
 from server.config import PROJECT_ROOT
 from server.errors import Busy, GlassgraphError, LimitExceeded, StoreFailed, Unavailable
 from server.http.rdf_output import Answer
+from server.http.sparql_errors import SyntaxProblem
 from server.http.sparql_eval import (
     CheckedQuery,
+    CheckTask,
     PreparedUpdate,
     QueryTask,
     UpdateTask,
     answer_query,
     check_query,
+    check_syntax,
     deadline_exceeded,
     prepare_update,
 )
@@ -60,6 +63,11 @@ PATIENCE_S = 5.0  # the longest a query waits for a worker
 PARSES_WAITING = 8
 _PARENT_CHECK_S = 1.0
 _OPEN_ATTEMPTS, _OPEN_RETRY_S = 10, 0.01  # the n-th retry waits n times _OPEN_RETRY_S
+_STEPS: dict[str, Callable[[object], object]] = {  # a worker's jobs other than a query, by name
+    "check": lambda task: check_query(task, whole_parse=True),  # the guard, for a remote engine's query
+    "syntax": check_syntax,  # the console editor's marks
+    "update": prepare_update,
+}
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -104,8 +112,9 @@ class _Snapshot:
 
 
 def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:
-    """A worker's loop: ("query", generation, QueryTask), ("check", QueryTask) or ("update", UpdateTask) in;
-    ("ok", Answer, CheckedQuery or PreparedUpdate) or ("error", GlassgraphError) out."""
+    """A worker's loop: ("query", generation, QueryTask), ("check", QueryTask), ("syntax", CheckTask) or
+    ("update", UpdateTask) in; ("ok", Answer, CheckedQuery, SyntaxProblem | None or PreparedUpdate) or
+    ("error", GlassgraphError) out."""
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
@@ -120,7 +129,7 @@ def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes
             if job[0] == "query":
                 result = snapshot.answer(*job[1:])
             else:
-                result = check_query(job[1], whole_parse=True) if job[0] == "check" else prepare_update(job[1])
+                result = _STEPS[job[0]](job[1])
             replies.send(("ok", result))
         except GlassgraphError as error:
             replies.send(("error", error))
@@ -230,7 +239,8 @@ class _Slots:
 class QueryWorkers:
     """``size`` worker processes for clients' queries and one more for parse checks (so that
     runaway queries never hold up writes) over the on-disk store at ``store_path``; see the module
-    docstring. With no ``store_path`` (a remote engine evaluates the queries) only the parse worker runs."""
+    docstring. With no ``store_path`` (a remote engine evaluates the queries) the query workers only check
+    queries (``check_query``) and open no snapshot."""
 
     def __init__(self, store_path: Path | None, size: int, memory_mb: int, flush: Callable[[], None]) -> None:
         """``flush`` persists the server's recent writes (``GraphStore.flush``)."""
@@ -253,9 +263,9 @@ class QueryWorkers:
             return answer
 
     def check_query(self, task: QueryTask, deadline_s: float) -> CheckedQuery:
-        """``sparql_eval.check_query`` in the parse worker: the guard for a query another process evaluates
-        (a remote engine)."""
-        with self._parser.worker() as worker:
+        """``sparql_eval.check_query`` in a query worker: the guard for a query another process evaluates
+        (a remote engine), so that checks take turns as evaluations do, never behind an update's parse."""
+        with self._queries.worker() as worker:
             return worker.ask(("check", task), deadline_s)
 
     def prepare_update(self, task: UpdateTask, deadline_s: float) -> PreparedUpdate:
@@ -263,6 +273,12 @@ class QueryWorkers:
         parser past the deadline, the memory cap or the stack costs that worker, not the server (422)."""
         with self._parser.worker() as worker:
             return worker.ask(("update", task), deadline_s)
+
+    def check_syntax(self, task: CheckTask, deadline_s: float) -> SyntaxProblem | None:
+        """``sparql_eval.check_syntax`` in a query worker (a check is as costly as a query's parse, and
+        the editor sends one per pause in typing: it must not hold up the updates' parse worker)."""
+        with self._queries.worker() as worker:
+            return worker.ask(("syntax", task), deadline_s)
 
     def close(self) -> None:
         """Stop every worker (the server is shutting down)."""

@@ -115,7 +115,7 @@ def evaluate_query(operation: Operation) -> Response:
 
     On an on-disk store both happen in a worker process that is killed at the deadline
     (``query_workers``); an in-memory store can only be read here, where the deadline is checked
-    between rows; a remote engine's query is checked in the parse worker, then forwarded
+    between rows; a remote engine's query is checked in a query worker, then forwarded
     (``sparql_forward``).
     """
     config = current_config()
@@ -146,9 +146,11 @@ def evaluate_update(operation: Operation) -> Response:
     workers = current_queries()
     prepared = (workers.prepare_update(task, config.query_deadline_s) if workers is not None
                 else prepare_update(task))
-    with relayed(prepared.text, prepared.service_spans, service_limits(config)) as text:
+    store = current_store()
+    spans = () if isinstance(store, RemoteStore) else prepared.service_spans  # an engine calls out itself
+    with relayed(prepared.text, spans, service_limits(config)) as text:
         try:
-            current_store().run_update(text.text, task.base_iri)
+            store.run_update(text.text, task.base_iri)
         except SyntaxError as error:
             raise BadRequest(f"malformed update: {error}") from None
         except (OSError, RuntimeError) as error:

@@ -21,6 +21,7 @@ from server.http.federation import ServiceLimits, relayed
 from server.http.negotiation import RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotiate
 from server.http.rdf_output import Answer, not_acceptable, rdf_answer
 from server.http.results import write_boolean, write_solutions
+from server.http.sparql_errors import SyntaxProblem, plain_syntax_error
 from server.http.sparql_guard import (
     REFUSED_UNVERIFIED,
     Span,
@@ -121,7 +122,8 @@ def answer_query(store: Store, task: QueryTask) -> Answer:
             result = store.query(text.text, base_iri=task.base_iri, **_dataset_options(task))
             answer = result_answer(result, task)
         except SyntaxError as error:
-            raise BadRequest(f"malformed query: {error}") from None
+            problem = plain_syntax_error(str(error), task.text, reread=True, base=task.base_iri)
+            raise BadRequest(f"malformed query: {problem.sentence}") from None
         except (OSError, RuntimeError, ValueError) as error:
             raise text.failure or evaluation_error(error, checked.calls_remote) from None
     return within_bytes(answer, task)
@@ -188,19 +190,43 @@ def prepare_update(task: UpdateTask) -> PreparedUpdate:
     if not checked.calls_remote:
         error = _parse_error_on_small_stack(text, task.base_iri)
         if error is not None:
-            raise BadRequest(f"malformed update: {error}")
+            raise BadRequest(f"malformed update: {plain_syntax_error(error, text).sentence}")
     touched = written_graphs(text, task.base_iri)
     return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)),
                           service_spans(text, task.base_iri) if checked.calls_remote else ())
 
 
-def _parse_error_on_small_stack(text: str, base: str | None) -> str | None:
-    """``parse_error`` of an update on a thread with ``PARSE_STACK_BYTES``: a text that overflows it
-    ends this process, and one that does not is safe to parse on a request thread of the server."""
+@dataclass(frozen=True)
+class CheckTask:
+    """A query to parse without running it (the console editor's live marks); picklable."""
+
+    text: str
+    service_allow: tuple[str, ...] = ()
+    base_iri: str | None = None
+
+
+def check_syntax(task: CheckTask) -> SyntaxProblem | None:
+    """Why ``task``'s query would be refused before it runs (the guard's checks, then the parser), or
+    None when it parses. The parser builds the query on an empty store, where an ASK, or a SELECT with
+    ORDER BY or an aggregate, is also evaluated: call it where it can be stopped (a query worker)."""
+    try:
+        checked = check_user_sparql(task.text, task.service_allow, is_update=False, base=task.base_iri)
+    except GlassgraphError as refused:
+        return SyntaxProblem(refused.message)
+    if checked.must_parse is not None and _parse_error_on_small_stack(checked.must_parse, task.base_iri,
+                                                                      is_update=False) is not None:
+        return SyntaxProblem(REFUSED_UNVERIFIED)
+    error = _parse_error_on_small_stack(task.text, task.base_iri, is_update=False)
+    return None if error is None else plain_syntax_error(error, task.text, reread=True, base=task.base_iri)
+
+
+def _parse_error_on_small_stack(text: str, base: str | None, is_update: bool = True) -> str | None:
+    """``parse_error`` on a thread with ``PARSE_STACK_BYTES``: a text that overflows it ends this
+    process, and one that does not is safe to parse on a request thread of the server."""
     found: list[str | None] = []
     previous = threading.stack_size(PARSE_STACK_BYTES)
     try:
-        checker = threading.Thread(target=lambda: found.append(parse_error(text, True, base)))
+        checker = threading.Thread(target=lambda: found.append(parse_error(text, is_update, base)))
         checker.start()
     finally:
         threading.stack_size(previous)

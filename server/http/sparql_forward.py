@@ -1,7 +1,7 @@
 """A client's SPARQL query forwarded to the remote engine (``RemoteStore``), with the embedded endpoint's
 guard and limits.
 
-The guard runs first, in the parse worker (``QueryWorkers.check_query``): SERVICE and LOAD are refused
+The guard runs first, in a query worker process (``QueryWorkers.check_query``): SERVICE and LOAD are refused
 as on the embedded store, the text must parse, and whether it names a dataset (``FROM``) is read there
 too, since the server never lexes a client's text. The text is sent unchanged except for a ``BASE``
 line in front (the endpoint's URL, so relative IRIs mean what they mean here; a ``BASE`` of the
@@ -22,7 +22,7 @@ from typing import IO
 
 from pyoxigraph import NamedNode, QueryResultsFormat, RdfFormat, parse, parse_query_results
 
-from server.errors import GlassgraphError, LimitExceeded, StoreUnavailable
+from server.errors import BadRequest, GlassgraphError, LimitExceeded, StoreUnavailable
 from server.http.rdf_output import Answer
 from server.http.sparql_eval import CheckedQuery, QueryTask, deadline_exceeded, result_answer, within_bytes
 from server.remote_store import RemoteStore
@@ -59,8 +59,11 @@ def _dataset(task: QueryTask, checked: CheckedQuery) -> list[tuple[str, str]]:
 
 
 def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) -> Answer:
-    """``task``'s answer from the engine (``checked``: the guard's verdict on it, from the parse worker)."""
-    text = task.text if task.base_iri is None else f"BASE {render_term(NamedNode(task.base_iri))}\n{task.text}"
+    """``task``'s answer from the engine (``checked``: the guard's verdict on it, from a worker process)."""
+    try:
+        text = task.text if task.base_iri is None else f"BASE {render_term(NamedNode(task.base_iri))}\n{task.text}"
+    except ValueError:
+        raise BadRequest(f"the request URL {task.base_iri!r} is not an IRI, so relative IRIs cannot resolve") from None
     deadline_s = store.timeout[1] if task.deadline_s is None else max(task.deadline_s, 0.001)
     started = time.monotonic()
     try:

@@ -1,6 +1,7 @@
 /* Download links: <a href="URL?…&format=ttl" download="name">. The URL names its format (a plain
    link cannot send Accept), so the link works without scripts; with them, a click fetches it and
-   saves the body, and a failure is shown next to the link instead of a failed download.
+   saves the body, and a failure is shown next to the link instead of a failed download. A link
+   with data-query (a SPARQL query too long for an address) POSTs that query to its URL instead.
    Loaded on every page: errorMessage() serves the others. */
 "use strict";
 
@@ -29,7 +30,11 @@ const GlassDownload = (() => {
   async function save(link) {
     let response;
     try {
-      response = await fetch(link.href);
+      response = link.dataset.query === undefined ? await fetch(link.href) : await fetch(link.href, {
+        method: "POST",
+        headers: { "Content-Type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ query: link.dataset.query }),
+      });
     } catch (failure) {
       fail(link, `cannot reach the server: ${failure.message}`);
       return;

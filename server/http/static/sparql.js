@@ -1,21 +1,29 @@
-/* SPARQL console: runs the editor's query against /sparql, shows rows, errors with their
-   position, download links per format, a shareable URL and a history in localStorage. */
+/* SPARQL console: runs the editor's query against /sparql and shows the answer (a paged, sortable,
+   filterable table, an ASK's boolean or a graph's text; the raw response a tab away), errors as the
+   server's sentence with the line marked, download links per format after a success, a shareable URL
+   for queries that fit in one, and a history in localStorage. */
 "use strict";
 
 (() => {
   const form = document.getElementById("sparql-form");
-  const editor = document.getElementById("query");
+  const textarea = document.getElementById("query");
+  const checkLine = document.getElementById("check");
   const status = document.getElementById("status");
   const share = document.getElementById("share");
   const area = document.getElementById("result-area");
   const title = document.getElementById("result-title");
   const downloads = document.getElementById("downloads");
   const errorBox = document.getElementById("error");
+  const views = document.getElementById("result-views");
   const results = document.getElementById("results");
+  const raw = document.getElementById("raw-view");
+  const tabs = { table: document.getElementById("tab-table"), raw: document.getElementById("tab-raw") };
   const historyList = document.getElementById("history");
   const HISTORY_KEY = "glassgraph.sparql.history";
   const HISTORY_MAX = 30;
-  const SHOWN_ROWS = 1000;  // more rows than this are for the downloads, not the page
+  const URL_MAX = 2000;  // longer addresses break reloads and downloads (~8 KB in servers and proxies)
+  const STORED_KEY = "glassgraph.sparql.stored";  // a query too long for the address, kept in this tab
+  const STORED_HASH = "#stored-query";
   const RESULT_FORMATS = [  // [label, the endpoint's ?format= name, file extension]
     ["JSON", "json", "srj"],
     ["XML", "xml", "srx"],
@@ -29,7 +37,22 @@
     ["RDF/XML", "rdf", "rdf"],
   ];
 
-  GlassTerms.setPrefixes(JSON.parse(document.getElementById("prefixes").textContent));
+  const prefixes = JSON.parse(document.getElementById("prefixes").textContent);
+  GlassTerms.setPrefixes(prefixes);
+  const table = GlassResults.create({
+    container: results,
+    tools: document.getElementById("table-tools"),
+    filter: document.getElementById("filter"),
+    previous: document.getElementById("prev-page"),
+    next: document.getElementById("next-page"),
+    info: document.getElementById("page-info"),
+  });
+  const editor = GlassEditor.create(textarea, {
+    prefixes,
+    onRun: () => run(),
+    onChange: () => updateShare(),
+    onCheck: (problem) => { checkLine.textContent = problem ? problem.sentence : ""; },
+  });
 
   /** The query form (SELECT, ASK, CONSTRUCT, DESCRIBE) after the prologue and comments. */
   function queryForm(query) {
@@ -44,34 +67,48 @@
     return keyword ? keyword[1].toUpperCase() : "SELECT";
   }
 
+  /** The address that runs ``query`` again, or null when it would be too long for one. */
   function shareUrl(query) {
-    return `${location.pathname}?query=${encodeURIComponent(query)}`;
+    const url = `${location.pathname}?query=${encodeURIComponent(query)}`;
+    return url.length <= URL_MAX ? url : null;
   }
 
   function updateShare() {
-    share.href = shareUrl(editor.value);
+    const url = shareUrl(editor.value);
+    share.hidden = url === null;
+    if (url !== null) share.href = url;
   }
 
   function setStatus(text) {
     status.textContent = text;
   }
 
-  /** One link per format: the GET URL with ?format= (a plain link works too; download.js shows failures). */
+  /** One link per format. A query that fits in an address is in the link (it works without scripts);
+      a longer one goes in the body of a POST (data-query, read by download.js). */
   function showDownloads(query, kind) {
     downloads.replaceChildren("Download: ");
     const formats = kind === "CONSTRUCT" || kind === "DESCRIBE" ? GRAPH_FORMATS
       : kind === "ASK" ? RESULT_FORMATS.slice(0, 2) : RESULT_FORMATS;
+    const inAddress = shareUrl(query) !== null;
     formats.forEach(([label, format, extension], index) => {
       const link = document.createElement("a");
-      link.href = `/sparql?query=${encodeURIComponent(query)}&format=${format}`;
+      link.href = inAddress ? `/sparql?query=${encodeURIComponent(query)}&format=${format}` : `/sparql?format=${format}`;
+      if (!inAddress) link.dataset.query = query;
       link.textContent = label;
       link.download = `results.${extension}`;
       if (index) downloads.append(" · ");
       downloads.append(link);
     });
+    downloads.hidden = false;
   }
 
-  /** Shows an error; a "line:column" position in it selects that spot in the editor. */
+  function showView(name) {
+    for (const [key, tab] of Object.entries(tabs)) tab.setAttribute("aria-selected", String(key === name));
+    results.hidden = name !== "table";
+    raw.hidden = name !== "raw";
+  }
+
+  /** Shows the server's message; a "line L, column C" in it is shown under the line and selected in the editor. */
   function showError(text) {
     const message = GlassDownload.errorMessage(text).trim() || "The query failed.";
     errorBox.replaceChildren();
@@ -79,52 +116,37 @@
     head.className = "error-message";
     head.textContent = message;
     errorBox.append(head);
-    const where = message.match(/\bat (\d+):(\d+)/) || message.match(/\b(\d+):(\d+)\b/);
+    const where = message.match(/\bline (\d+), column (\d+)/);
     if (where) {
       const line = Number(where[1]);
       const column = Number(where[2]);
-      const lines = editor.value.split("\n");
-      if (line >= 1 && line <= lines.length) {
+      const source = editor.lineText(line);
+      if (source !== null) {
         const pre = document.createElement("pre");
         pre.className = "error-position";
-        pre.textContent = `line ${line}, column ${column}:\n${lines[line - 1]}\n${" ".repeat(Math.max(column - 1, 0))}^`;
+        const before = Array.from(source).slice(0, Math.max(column - 1, 0)).length;
+        pre.textContent = `line ${line}, column ${column}:\n${source}\n${" ".repeat(before)}^`;
         errorBox.append(pre);
-        const offset = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0) + Math.max(column - 1, 0);
-        editor.focus();
-        editor.setSelectionRange(offset, Math.min(offset + 1, editor.value.length));
+        editor.select(line, column);
       }
     }
     errorBox.hidden = false;
+    downloads.hidden = true;
+    views.hidden = true;
+    showView("table");
     results.replaceChildren();
+    raw.textContent = "";
+    table.hide();
     title.textContent = "Error";
-  }
-
-  function table(data) {
-    const vars = data.head.vars || [];
-    const rows = data.results.bindings;
-    const tableNode = document.createElement("table");
-    tableNode.className = "data results";
-    const headRow = tableNode.createTHead().insertRow();
-    for (const name of vars) {
-      const th = document.createElement("th");
-      th.textContent = `?${name}`;
-      headRow.append(th);
-    }
-    const body = tableNode.createTBody();
-    for (const binding of rows.slice(0, SHOWN_ROWS)) {
-      const row = body.insertRow();
-      for (const name of vars) {
-        const cell = row.insertCell();
-        if (binding[name]) cell.append(GlassTerms.render(binding[name]));
-      }
-    }
-    return tableNode;
   }
 
   function showResult(kind, contentType, text, elapsed) {
     results.replaceChildren();
+    table.hide();
+    views.hidden = false;
     if (contentType.includes("sparql-results+json")) {
       const data = JSON.parse(text);
+      raw.textContent = JSON.stringify(data, null, 2);
       if (typeof data.boolean === "boolean") {
         title.textContent = "Answer";
         const answer = document.createElement("p");
@@ -135,17 +157,12 @@
         return 1;
       }
       const count = data.results.bindings.length;
-      title.textContent = `${count} ${count === 1 ? "row" : "rows"}`;
-      results.append(table(data));
-      if (count > SHOWN_ROWS) {
-        const note = document.createElement("p");
-        note.className = "muted small";
-        note.textContent = `Showing the first ${SHOWN_ROWS} rows; the downloads hold all ${count}.`;
-        results.append(note);
-      }
-      setStatus(`${count} ${count === 1 ? "row" : "rows"} in ${elapsed} ms`);
+      title.textContent = `${count.toLocaleString()} ${count === 1 ? "row" : "rows"}`;
+      table.show(data);
+      setStatus(`${count.toLocaleString()} ${count === 1 ? "row" : "rows"} in ${elapsed} ms`);
       return count;
     }
+    raw.textContent = text;
     const pre = document.createElement("pre");
     pre.className = "graph-text";
     pre.textContent = text;
@@ -156,15 +173,32 @@
     return count;
   }
 
+  /** The address shows the query when it fits; a longer one is kept in this tab for a reload. */
+  function rememberInAddress(query) {
+    const url = shareUrl(query);
+    if (url !== null) {
+      sessionStorage.removeItem(STORED_KEY);
+      history.replaceState(null, "", url);
+      return;
+    }
+    try {
+      sessionStorage.setItem(STORED_KEY, query);
+      history.replaceState(null, "", location.pathname + STORED_HASH);
+    } catch (ignored) {  /* storage full or disabled: a reload shows the default query */
+      history.replaceState(null, "", location.pathname);
+    }
+  }
+
   async function run() {
     const query = editor.value;
+    editor.checkNow();
     const kind = queryForm(query);
     const accept = kind === "CONSTRUCT" || kind === "DESCRIBE" ? "text/turtle" : "application/sparql-results+json";
     area.hidden = false;
     errorBox.hidden = true;
+    downloads.hidden = true;
     setStatus("Running…");
-    showDownloads(query, kind);
-    history.replaceState(null, "", shareUrl(query));
+    rememberInAddress(query);
     updateShare();
     const started = performance.now();
     let response;
@@ -188,6 +222,7 @@
       return;
     }
     const count = showResult(kind, response.headers.get("Content-Type") || "", text, elapsed);
+    showDownloads(query, kind);
     remember(query, count);
   }
 
@@ -223,10 +258,9 @@
       button.type = "button";
       button.className = "linklike";
       button.textContent = summary(item.query);
-      button.title = item.query;
+      button.title = item.query.slice(0, 2000);
       button.addEventListener("click", () => {
         editor.value = item.query;
-        updateShare();
         editor.focus();
       });
       const meta = document.createElement("span");
@@ -241,19 +275,16 @@
     event.preventDefault();
     run();
   });
-  editor.addEventListener("keydown", (event) => {
-    if ((event.ctrlKey || event.metaKey) && event.key === "Enter") {
-      event.preventDefault();
-      run();
-    }
-  });
-  editor.addEventListener("input", updateShare);
+  tabs.table.addEventListener("click", () => showView("table"));
+  tabs.raw.addEventListener("click", () => showView("raw"));
   document.getElementById("clear-history").addEventListener("click", () => {
     localStorage.removeItem(HISTORY_KEY);
     renderHistory();
   });
 
   renderHistory();
+  const stored = location.hash === STORED_HASH ? sessionStorage.getItem(STORED_KEY) : null;
+  if (stored !== null) editor.value = stored;
   updateShare();
-  if (editor.dataset.autorun === "true") run();
+  if (textarea.dataset.autorun === "true" || stored !== null) run();
 })();

@@ -1,0 +1,140 @@
+"""What the console's SPARQL editor asks the server (``/api/sparql/check``, ``/api/sparql/predicates``)
+over a real server on 127.0.0.1 with its query workers, and the parser's messages as plain sentences."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from live_server import LiveServer, serve
+from pyoxigraph import Literal, NamedNode, Quad, Store
+
+from server.http.sparql_errors import plain_syntax_error
+from server.store import GraphStore
+
+EX = "http://example.org/"
+P, Q = NamedNode(EX + "p"), NamedNode(EX + "q")
+QUERY = "application/sparql-query"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    store = GraphStore(tmp_path_factory.mktemp("editor") / "store")
+    store.extend([Quad(NamedNode(EX + f"s{i}"), P, Literal(i), NamedNode(EX + "g")) for i in range(3)]
+                 + [Quad(NamedNode(EX + "s0"), Q, Literal("x"), NamedNode(EX + "g"))])
+    live = serve(store, max_body_bytes=64 * 1024)
+    yield live
+    live.close()
+
+
+def check(server: LiveServer, text: str) -> dict:
+    response = requests.post(f"{server.url}/api/sparql/check", data=text.encode(), headers={"Content-Type": QUERY},
+                             timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_a_query_that_parses_is_valid_and_not_run(server: LiveServer) -> None:
+    assert check(server, "SELECT * WHERE { ?s ?p <<( ?a ?b ?c )>> }") == {"valid": True, "problem": None}
+    # a check never writes: an update is not a query, and refused as one
+    body = check(server, "INSERT DATA { <http://example.org/x> <http://example.org/p> 1 }")
+    assert body["valid"] is False
+    assert requests.post(f"{server.url}/sparql", data="ASK { <http://example.org/x> ?p ?o }",
+                         headers={"Content-Type": QUERY, "Accept": "application/sparql-results+json"},
+                         timeout=30).json()["boolean"] is False
+
+
+def test_an_unknown_prefix_is_named_where_it_is_used(server: LiveServer) -> None:
+    body = check(server, "PREFIX e: <http://example.org/>\nSELECT * WHERE {\n  ?s r:capital ?o\n}")
+    assert body["problem"] == {"message": "unknown prefix r: (no PREFIX r: <…> declares it).", "line": 3,
+                               "column": 6, "sentence": "line 3, column 6: unknown prefix r: (no PREFIX r: <…> "
+                                                        "declares it)."}
+
+
+@pytest.mark.parametrize(("text", "line", "column", "says"), [
+    ("SELECT * WHERE {\n  ?s ?p ?o .\n  FILTER(?s = ?o\n}", 4, 1, "this '}' closes a '('."),
+    ("SELECT * WHERE {\n  ?s ?p ?o", 1, 16, "this '{' is never closed."),
+    ('SELECT * WHERE {\n  ?s ?p "open }', 2, 9, "this string does not end"),
+    ("SELEC * WHERE { ?s ?p ?o }", 1, 9, "unexpected 'WHERE': expected CONSTRUCT"),  # where the parser stops
+    ("SELECT ?s WHERE { ?s ?p ?o } LIMIT x", 1, 36, "unexpected 'x': expected"),
+    ("SELECT ?x WHERE { ?s ?p ?o } GROUP BY ?s", 1, 41, "The SELECT contains a variable that is unbound."),
+    # the parser reads these to their end; shorter prefixes, brackets closed, find where they go wrong
+    ("SELECT * WHERE { ?s ?p ?o }\nLIMT 3", 2, 1, "the query cannot be read from 'LIMT' on"),
+    ("SELECT * WHERE {\n  ?s ?p\n}", 2, 3, "the query cannot be read from '?s' on"),
+    ("ASK { ?s ?p }", 1, 14, "the query ends too early"),  # never reread: parsing an ASK evaluates it
+])
+def test_parser_errors_read_as_sentences_with_their_position(server: LiveServer, text: str, line: int,
+                                                             column: int, says: str) -> None:
+    problem = check(server, text)["problem"]
+    assert (problem["line"], problem["column"]) == (line, column), problem
+    assert says in problem["message"]
+    assert "['" not in problem["message"] and "error at" not in problem["message"]  # no character classes
+
+
+def test_the_guard_refuses_before_the_parser(server: LiveServer) -> None:
+    body = check(server, "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s ?p ?o } }")
+    assert body["valid"] is False and body["problem"]["line"] is None
+    assert "SERVICE" in body["problem"]["message"]
+    deep = "SELECT * WHERE " + "{" * 500 + "}" * 500
+    assert check(server, deep)["valid"] is False  # refused by the nesting check, never parsed
+
+
+def test_the_endpoint_answers_the_same_sentence(server: LiveServer) -> None:
+    text = "SELECT * WHERE {\n  ?s r:capital ?o\n}"
+    response = requests.post(f"{server.url}/sparql", data=text.encode(), timeout=30,
+                             headers={"Content-Type": QUERY, "Accept": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "malformed query: " + check(server, text)["problem"]["sentence"]
+
+
+@pytest.mark.parametrize(("body", "content_type", "status"), [
+    (b"SELECT * {}", "text/plain", 415),
+    (b"SELECT * { ?s ?p '\xe9' }", QUERY, 400),
+    (b"#" * (65 * 1024), QUERY, 413),
+])
+def test_bad_check_requests(server: LiveServer, body: bytes, content_type: str, status: int) -> None:
+    response = requests.post(f"{server.url}/api/sparql/check", data=body, headers={"Content-Type": content_type},
+                             timeout=30)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["message"]
+
+
+def test_predicates_are_listed_most_used_first(server: LiveServer) -> None:
+    response = requests.get(f"{server.url}/api/sparql/predicates", timeout=30)
+    assert response.status_code == 200
+    assert response.json()["predicates"][:2] == [{"iri": P.value, "triples": 3}, {"iri": Q.value, "triples": 1}]
+
+
+def test_plain_syntax_error_keeps_a_message_without_position() -> None:
+    try:
+        Store().query("SELECT * WHERE { ?s ?p ?o }}")
+    except SyntaxError as error:
+        problem = plain_syntax_error(str(error), "SELECT * WHERE { ?s ?p ?o }}")
+    assert problem.sentence == "line 1, column 28: this '}' closes no bracket."
+    assert plain_syntax_error("something odd", "ASK {}").sentence == "something odd"
+
+
+def test_a_check_that_would_run_long_is_stopped_at_the_deadline(tmp_path: Path) -> None:
+    """An ASK is evaluated (on an empty store) when it is parsed: the check runs in a query worker that
+    is killed at the query deadline, and the next check gets a fresh worker."""
+    live = serve(GraphStore(tmp_path / "store"), query_deadline_s=0.5)
+    try:
+        values = " ".join(f"VALUES ?v{i} {{ {' '.join(str(n) for n in range(40))} }}" for i in range(5))
+        heavy = f"ASK {{ {values} FILTER(?v0 + ?v1 + ?v2 + ?v3 + ?v4 < 0) }}"
+        response = requests.post(f"{live.url}/api/sparql/check", data=heavy, headers={"Content-Type": QUERY},
+                                 timeout=60)
+        assert response.status_code == 422 and "deadline" in response.json()["error"]["message"]
+        assert check(live, "ASK { ?s ?p ?o }") == {"valid": True, "problem": None}
+    finally:
+        live.close()
+
+
+def test_an_in_memory_store_checks_in_the_server() -> None:
+    """No worker process can open an in-memory store: the check runs in the server, on a small stack."""
+    live = serve(GraphStore())
+    try:
+        assert check(live, "SELECT * WHERE { ?s r:p ?o }")["problem"]["column"] == 21
+        assert check(live, "SELECT * WHERE " + "{" * 500 + "}" * 500)["valid"] is False
+    finally:
+        live.close()
