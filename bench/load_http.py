@@ -129,15 +129,17 @@ def stop(process: subprocess.Popen) -> None:
 
 # --- clients --------------------------------------------------------------------------------------
 
-def sparql_call(endpoint: str) -> Callable[[requests.Session, int], Sample]:
-    names = list(QUERIES)
+def sparql_call(endpoint: str, queries: dict[str, tuple[str, str]] = QUERIES,
+                prefixes: str = PREFIXES) -> Callable[[requests.Session, int], Sample]:
+    """A client's call: the next query of ``queries`` (name -> (answer format, text)) in turn."""
+    names = list(queries)
 
     def call(session: requests.Session, n: int) -> Sample:
         name = names[n % len(names)]
-        fmt, text = QUERIES[name]
+        fmt, text = queries[name]
         started = time.perf_counter()
         try:
-            response = session.get(endpoint, params={"query": PREFIXES + text}, headers={"Accept": ACCEPT[fmt]},
+            response = session.get(endpoint, params={"query": prefixes + text}, headers={"Accept": ACCEPT[fmt]},
                                    timeout=120)
             status = response.status_code
         except requests.RequestException:
@@ -235,13 +237,14 @@ def check_traces(base: str, rag: list[Sample], before: int) -> tuple[str, list[s
     return summary, problems
 
 
-def same_answers(glassgraph: str, oxigraph: str) -> list[str]:
+def same_answers(glassgraph: str, oxigraph: str, queries: dict[str, tuple[str, str]] = QUERIES,
+                 prefixes: str = PREFIXES) -> list[str]:
     """The query mix gives the same number of result lines on both servers (same data, same semantics)."""
     problems = []
-    for name, (fmt, text) in QUERIES.items():
+    for name, (fmt, text) in queries.items():
         sizes = []
         for endpoint in (glassgraph, oxigraph):
-            body = requests.get(endpoint, params={"query": PREFIXES + text}, headers={"Accept": "text/csv"
+            body = requests.get(endpoint, params={"query": prefixes + text}, headers={"Accept": "text/csv"
                                 if fmt == "json" else "application/n-triples"}, timeout=120).text
             sizes.append(len(body.strip().splitlines()))
         if sizes[0] != sizes[1]:

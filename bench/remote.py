@@ -16,9 +16,10 @@ Each graph is served by its own ``oxigraph serve`` over a backup copy of the cac
    engine, and with 1 worker on the embedded store (a copy of the same data): the baseline. The LLM is the
    real openai client against an instant scripted server (tests/scripted_llm.py) that selects the first
    three edges it is shown.
-3. The SPARQL query mix (MetaQA lookups, neighbourhoods, two hops, an aggregate, ASK, CONSTRUCT) through
-   Glassgraph on the remote engine (2 workers) against the same mix sent to the engine directly, by
-   ``--clients`` clients for ``--seconds`` each. Target: at least 0.7x the direct throughput.
+3. Two SPARQL query mixes through Glassgraph on the remote engine (2 workers) against the same mix sent to
+   the engine directly, by ``--clients`` clients for ``--seconds`` each: on MetaQA (lookups, neighbourhoods,
+   two hops, aggregates, ASK, CONSTRUCT, each naming its graph), and bench/load_http.py's mix on the sample
+   (Factbook) data, on an engine of its own. Target: at least 0.7x the direct throughput.
 
 Client threads, the scripted LLM, the app tier and the engine share this machine: its cores and load
 average are printed.
@@ -44,9 +45,11 @@ from pyoxigraph import NamedNode, QueryResultsFormat, parse_query_results
 from bench import metaqa_load, synthetic
 from bench.baseline import PatternBaseline, PatternQuery
 from bench.bench_retrieval import _ms, _table
-from bench.load_http import Sample, percentile, run_phase
+from bench.load_http import PREFIXES, QUERIES, Sample, percentile, run_phase, same_answers, sparql_call
+from bench.workdir import cached_store
 from server.bootstrap import connect_store
-from server.config import PROJECT_ROOT, Config
+from server.config import PROJECT_ROOT, SAMPLE_DATA, Config
+from server.ingest.load import load_file
 from server.rag.retrieval import RetrievalLimits, Retriever
 from server.sparql_templates import Term, render_term
 from server.store import GraphStore
@@ -75,20 +78,19 @@ MIX = {
     "construct": ("turtle", f"CONSTRUCT {{ e:The_Matrix ?p ?o }} WHERE {{ GRAPH {METAQA_GRAPH} "
                             "{ e:The_Matrix ?p ?o } }"),
 }
-PREFIXES = ("PREFIX e: <https://trustgraph.ai/e/>\nPREFIX r: <https://trustgraph.ai/r/>\n"
+MIX_PREFIXES = ("PREFIX e: <https://trustgraph.ai/e/>\nPREFIX r: <https://trustgraph.ai/r/>\n"
             "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n")
-ACCEPT = {"json": "application/sparql-results+json", "turtle": "text/turtle"}
 
 
 # --- engines ----------------------------------------------------------------------------------------
 
 @contextmanager
-def engine(store: GraphStore, workdir: Path, name: str) -> Iterator[OxigraphServer]:
-    """``oxigraph serve`` over a backup copy of ``store``, stopped on exit."""
+def engine(store: GraphStore, workdir: Path, name: str, *options: str) -> Iterator[OxigraphServer]:
+    """``oxigraph serve`` over a backup copy of ``store`` (with ``options``), stopped on exit."""
     location = workdir / name / "store"
     location.parent.mkdir()
     store.backup(location)
-    server = OxigraphServer(location, "--timeout-s", ENGINE_TIMEOUT_S)
+    server = OxigraphServer(location, "--timeout-s", ENGINE_TIMEOUT_S, *options)
     try:
         yield server
     finally:
@@ -111,7 +113,7 @@ def http_patterns(session: requests.Session, query_url: str) -> PatternQuery:
         for name, term in (("e", entity), ("g", graph)):
             text = _VARIABLE[name].sub(render_term(term).replace("\\", "\\\\"), text)  # \\ in a template is \
         response = session.post(query_url, data=text.encode(), timeout=60, headers={
-            "Content-Type": "application/sparql-query", "Accept": ACCEPT["json"]})
+            "Content-Type": "application/sparql-query", "Accept": "application/sparql-results+json"})
         response.raise_for_status()
         return list(parse_query_results(response.content, format=QueryResultsFormat.JSON))
     return query
@@ -224,41 +226,39 @@ def app_env(llm: ScriptedLLM, url: str | None = None) -> dict[str, str]:
 
 # --- 3. the SPARQL mix ----------------------------------------------------------------------------------
 
-def mix_call(endpoint: str) -> Callable[[requests.Session, int], Sample]:
-    names = list(MIX)
-
-    def call(session: requests.Session, n: int) -> Sample:
-        fmt, text = MIX[names[n % len(names)]]
-        started = time.perf_counter()
-        try:
-            status = session.get(endpoint, params={"query": PREFIXES + text}, headers={"Accept": ACCEPT[fmt]},
-                                 timeout=120).status_code
-        except requests.RequestException:
-            status = 0
-        return Sample("sparql", status, time.perf_counter() - started)
-    return call
-
-
-def same_answers(glassgraph: str, direct: str) -> list[str]:
-    """Each query of the mix answers the same number of lines on both sides, and some."""
-    problems = []
-    for name, (fmt, text) in MIX.items():
-        accept = "text/csv" if fmt == "json" else "application/n-triples"
-        sizes = [len(requests.get(endpoint, params={"query": PREFIXES + text}, headers={"Accept": accept},
-                                  timeout=120).text.strip().splitlines()) for endpoint in (glassgraph, direct)]
-        if sizes[0] != sizes[1] or not sizes[0]:
-            problems.append(f"{name}: {sizes[0]} lines through Glassgraph, {sizes[1]} direct")
-    return problems
-
-
-def mix_row(label: str, endpoint: str, clients: int, seconds: float) -> tuple[list[str], float]:
-    call = mix_call(endpoint)
+def mix_row(label: str, call: Callable[[requests.Session, int], Sample], clients: int,
+            seconds: float) -> tuple[list[str], float]:
     run_phase(clients, min(seconds, 3.0), [(1, call)])
     samples, elapsed = run_phase(clients, seconds, [(1, call)])
     ok = [s for s in samples if s.status == 200]
     times = [s.seconds * 1000 for s in ok]
     return [label, str(len(ok)), str(len(samples) - len(ok)), f"{len(ok) / elapsed:.1f}",
             f"{percentile(times, 50):.1f}", f"{percentile(times, 99):.1f}"], len(ok) / elapsed
+
+
+def mix_rows(name: str, app: ProductionServer, engine_url: str, queries: dict[str, tuple[str, str]], prefixes: str,
+             clients: int, seconds: float) -> tuple[list[list[str]], list[str]]:
+    """The mix ``queries`` sent to the engine directly (the baseline), then through Glassgraph; and the
+    queries whose answers differ (same data, same dataset on both sides)."""
+    problems = same_answers(app.url + "/sparql", engine_url + "/query", queries, prefixes)
+    direct, direct_rate = mix_row(f"{name}: oxigraph serve directly (baseline)",
+                                  sparql_call(engine_url + "/query", queries, prefixes), clients, seconds)
+    glass, glass_rate = mix_row(f"{name}: through Glassgraph ({app.workers} workers)",
+                                sparql_call(app.url + "/sparql", queries, prefixes), clients, seconds)
+    return [direct + ["1.00x"], glass + [f"{glass_rate / direct_rate:.2f}x"]], problems
+
+
+def factbook_mix(workdir: Path, clients: int, seconds: float) -> tuple[list[list[str]], list[str]]:
+    """bench/load_http.py's mix on the sample (Factbook) data, on an engine of its own that answers with the
+    union of its graphs as default graph, as Glassgraph's endpoint does."""
+    sample = cached_store("factbook-http", lambda store: load_file(store, SAMPLE_DATA, "default", progress=True))
+    with engine(sample, workdir, "factbook", "--union-default-graph") as server:
+        app = ProductionServer(server.url, env={"GLASSGRAPH_STORE": server.url}, workers=2,
+                               log_path=workdir / "factbook-app.log")
+        try:
+            return mix_rows("Factbook", app, server.url, QUERIES, PREFIXES, clients, seconds)
+        finally:
+            app.close()
 
 
 # --- the run -------------------------------------------------------------------------------------------
@@ -310,16 +310,16 @@ def main(argv: list[str] | None = None) -> int:
                                                              args.clients, args.seconds, asked)
                         throughput.append(row)
                         if workers == 2:
-                            problems += same_answers(app.url + "/sparql", server.url + "/query")
-                            glass_row, glass_rate = mix_row("through Glassgraph (2 workers)", app.url + "/sparql",
-                                                            args.clients, args.seconds)
-                            direct_row, direct_rate = mix_row("oxigraph serve directly (baseline)",
-                                                              server.url + "/query", args.clients, args.seconds)
-                            mix = [direct_row + ["1.00x"], glass_row + [f"{glass_rate / direct_rate:.2f}x"]]
+                            mix, found = mix_rows("MetaQA", app, server.url, MIX, MIX_PREFIXES, args.clients,
+                                                  args.seconds)
+                            problems += found
                     finally:
                         app.close()
         finally:
             llm.close()
+        rows, found = factbook_mix(workdir, args.clients, args.seconds)
+        mix += rows
+        problems += found
     print(f"1. Non-LLM retrieval time per question against oxigraph serve on loopback, default limits "
           f"{RetrievalLimits()}; medians in ms; baseline = per-entity pattern traversal over HTTP")
     print(_table(["graph", "questions", "index build ms", "ours", "requests/q", "edges", "baseline",
@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         row.append(f"{float(row[3]) / rates['embedded']:.2f}x")
     throughput[0].append("1.00x")
     print(_table(["set-up", "answers", "failed", "answers/s", "p50 ms", "p99 ms", "vs embedded"], throughput))
-    print(f"\n3. SPARQL query mix ({len(MIX)} queries in turn), {args.clients} clients, {args.seconds:g} s")
+    print(f"\n3. SPARQL query mixes, each query in turn (MetaQA: {len(MIX)}, Factbook: bench/load_http.py's "
+          f"{len(QUERIES)}), {args.clients} clients, {args.seconds:g} s each")
     print(_table(["endpoint", "requests", "failed", "req/s", "p50 ms", "p99 ms", "vs direct"], mix))
     print(f"\n(load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores)")
     print(f"problems: {len(problems)}")

@@ -52,7 +52,7 @@ class ProductionServer:
     def __init__(self, store_path: Path | str, env: Mapping[str, str] | None = None, log_path: Path | None = None,
                  workers: int = 1) -> None:
         """``store_path``: the store directory, or a remote engine's URL (then ``log_path`` is required)."""
-        self.port = free_port()
+        self.port, self.workers = free_port(), workers
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path or Path(store_path).parent / "gunicorn.log"
         with self.log_path.open("ab") as log:
