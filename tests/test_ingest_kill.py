@@ -111,8 +111,8 @@ def run_child(path: Path, document: Path, llm: ScriptedLLM, after_requests: int 
     let it finish). Returns (finished, seconds from that point to the commit, None if it never came)."""
     counting = CountingLLM(llm)
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(document), llm.base_url],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    committed = None
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # one pipe: see below
+    committed, output = None, b""
     try:
         if after_requests is not None:
             while not counting.reached(after_requests).wait(0.05):
@@ -121,15 +121,21 @@ def run_child(path: Path, document: Path, llm: ScriptedLLM, after_requests: int 
         if delay is not None:
             time.sleep(delay)
             child.send_signal(signal.SIGKILL)
-        elif child.stdout.readline() == b"committed\n":
-            committed = time.monotonic() - reached
-        output, errors = child.communicate(timeout=120)
+        else:
+            for line in iter(child.stdout.readline, b""):  # the child's output (stderr too) up to its commit
+                output += line
+                if line == b"committed\n":
+                    committed = time.monotonic() - reached
+                    break
+        # With one pipe, communicate() reads through the buffer readline() filled; with two it reads the
+        # descriptors and missed a "done" line that readline() had already buffered with "committed".
+        output += child.communicate(timeout=120)[0]
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
     finished = b"done" in output
-    assert finished or child.returncode == -signal.SIGKILL, (output, errors.decode(errors="replace"))
+    assert finished or child.returncode == -signal.SIGKILL, output.decode(errors="replace")
     return finished, committed
 
 

@@ -109,7 +109,7 @@ def check_query(task: QueryTask, whole_parse: bool = False) -> CheckedQuery:
         names_dataset = has_dataset_clause(task.text)
         error = None if checked.calls_remote else parse_error(task.text, False, task.base_iri)
         if error is not None:
-            raise BadRequest(f"malformed query: {error}")
+            raise BadRequest(f"malformed query: {plain_syntax_error(error, task.text, base=task.base_iri).sentence}")
     spans = service_spans(task.text, task.base_iri) if checked.calls_remote and task.service_limits else ()
     return CheckedQuery(checked.calls_remote, tuple(spans), names_dataset)
 
