@@ -240,8 +240,11 @@ def _quads(graph: NamedNode, subject: NamedNode, pairs: Iterable[tuple[NamedNode
 
 
 def now_literal() -> Literal:
-    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return Literal(stamp, datatype=XSD.dateTime)
+    """The time now as ``xsd:dateTime`` in its canonical form (the store's: no trailing zeros in the
+    fraction), so that the stream's triples say what the store holds."""
+    seconds, _, fraction = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")[:-6].partition(".")
+    fraction = fraction.rstrip("0")
+    return Literal(f"{seconds}.{fraction}Z" if fraction else f"{seconds}Z", datatype=XSD.dateTime)
 
 
 def integer_literal(value: int) -> Literal:
@@ -329,11 +332,15 @@ def session_quads(graph: NamedNode, session_id: str, question: str,
         (PROV.startedAtTime, started or now_literal()), (TG.query, Literal(question))])
 
 
-def retrieval_quads(graph: NamedNode, session_id: str, edge_count: int) -> list[Quad]:
+def retrieval_quads(graph: NamedNode, session_id: str, edge_count: int, edges: Iterable[Triple] = (),
+                    seeds: Iterable[NamedNode] = ()) -> list[Quad]:
+    """The retrieval entity: its edge count, each retrieved edge as a triple term (``tg:retrievedEdge``,
+    decision 13) and each seed entity (``tg:seed``)."""
     return _quads(graph, retrieval_iri(session_id), [
         (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved edges")),
         (PROV.wasGeneratedBy, session_iri(session_id)),
-        (TG.edgeCount, Literal(str(edge_count), datatype=XSD.integer))])
+        (TG.edgeCount, Literal(str(edge_count), datatype=XSD.integer)),
+        *((TG.retrievedEdge, edge) for edge in edges), *((TG.seed, seed) for seed in seeds)])
 
 
 def selection_quads(graph: NamedNode, session_id: str, edges: Iterable[tuple[Triple, str] | tuple[Triple, str, str]],

@@ -128,7 +128,7 @@ def test_explain_messages_carry_the_vocab_iris(france_store: GraphStore) -> None
     final = messages[-1]
     assert final.to_dict() == {"message_type": "chunk", "response": "", "error": None, "end_of_stream": True,
                                "end_of_session": True, "explain_id": None, "explain_collection": None,
-                               "explain_kind": None, "outcome": "answered"}
+                               "explain_kind": None, "outcome": "answered", "explain_triples": None}
     assert not any(m.end_of_session for m in messages[:-1])
     json.dumps([m.to_dict() for m in messages])
 

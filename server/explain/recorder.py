@@ -32,6 +32,7 @@ class ExplainRecorder:
         self.model = model
         self.session_id = session_id or str(uuid.uuid4())
         self.started = False  # the session entity is written
+        self.written: list[Quad] = []  # the quads of the last entity written (the stream's explain_triples)
 
     def session(self, question: str) -> str:
         """The session entity (question, start time, model, collection); returns its IRI."""
@@ -43,8 +44,9 @@ class ExplainRecorder:
         self.started = True
         return iri.value
 
-    def retrieval(self, edge_count: int) -> str:
-        self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count))
+    def retrieval(self, edge_count: int, edges: Iterable[Triple] = (), seeds: Iterable[NamedNode] = ()) -> str:
+        """The retrieval entity with the retrieved edges (triple terms) and the seeds."""
+        self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count, edges, seeds))
         return vocab.retrieval_iri(self.session_id).value
 
     def selection(self, edges: Iterable[tuple[Triple, str] | tuple[Triple, str, str]],
@@ -66,6 +68,7 @@ class ExplainRecorder:
             self.store.record_trace(quads)
         except Exception as exc:  # pyoxigraph raises OSError, RuntimeError or ValueError here
             raise RecordError(f"cannot write the explainability trace: {exc}") from exc
+        self.written = quads
 
     def error(self, error_type: str, message: str) -> None:
         """Mark the session as failed (nothing is written if the session itself was not)."""
