@@ -358,10 +358,15 @@ def selection_quads(graph: NamedNode, session_id: str, edges: Iterable[tuple[Tri
     return quads
 
 
-def answer_quads(graph: NamedNode, session_id: str, outcome: str | None = None) -> list[Quad]:
-    """The answer entity; ``outcome`` is ``"answered"`` or ``"no-answer"`` (``tg:outcome``)."""
+def answer_quads(graph: NamedNode, session_id: str, outcome: str | None = None, cited: Iterable[int] = (),
+                 invalid: Iterable[int] = ()) -> list[Quad]:
+    """The answer entity; ``outcome`` is ``"answered"`` or ``"no-answer"`` (``tg:outcome``); ``cited``: the
+    1-based numbers of the selected edges its ``[n]`` marks name (``tg:citedEdge``, the edge-selection node);
+    ``invalid``: marks that name no selected edge (``tg:invalidCitation``)."""
     return _quads(graph, answer_iri(session_id), [
         (RDF.type, PROV.Entity), (RDFS.label, Literal("GraphRAG answer")),
         (PROV.wasDerivedFrom, selection_iri(session_id)),
         (TG.document, answer_document_iri(session_id)),
-        *([(TG.outcome, Literal(outcome))] if outcome else [])])
+        *([(TG.outcome, Literal(outcome))] if outcome else []),
+        *((TG.citedEdge, edge_selection_iri(session_id, n - 1)) for n in cited),
+        *((TG.invalidCitation, integer_literal(n)) for n in invalid)])

@@ -231,7 +231,7 @@ def test_offline_picks_the_capital_edge_with_a_reason_and_answers_paris() -> Non
     by_id = dict(EDGES)
     answer = list(llm.answer("What is the capital of France?", [by_id[i] for i, _ in selection]))
     assert len(answer) > 1
-    assert "".join(answer) == "The capital of France is Paris."
+    assert "".join(answer) == "The capital of France is Paris [1]."
 
 
 def test_offline_matches_lemmas_and_groups_the_answer() -> None:

@@ -14,6 +14,7 @@ from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
 from server.rag.choice import Choice
+from server.rag.citations import citations
 from server.store import GraphStore
 from server.vocab import TG, XSD, Term
 
@@ -56,9 +57,10 @@ class ExplainRecorder:
         self._write(vocab.selection_quads(self.graph, self.session_id, edges, facts))
         return vocab.selection_iri(self.session_id).value
 
-    def answer(self, text: str, outcome: str | None = None) -> str:
-        """The answer entity (its ``tg:outcome``) and its text (librarian graph) in one transaction."""
-        quads = vocab.answer_quads(self.graph, self.session_id, outcome)
+    def answer(self, text: str, outcome: str | None = None, edge_count: int = 0) -> str:
+        """The answer entity (its ``tg:outcome``, the edges its ``[n]`` marks cite among the ``edge_count``
+        selected) and its text (librarian graph) in one transaction."""
+        quads = vocab.answer_quads(self.graph, self.session_id, outcome, *citations(text, edge_count))
         quads += vocab.content_quads(vocab.answer_document_iri(self.session_id), text)
         self._write(quads)
         return vocab.answer_iri(self.session_id).value

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from pyoxigraph import BlankNode, DefaultGraph, Literal, NamedNode, Quad, Triple
 
 from server import vocab
-from server.labels import local_name
+from server.explain.trace import trace_quads
+from server.labels import local_name, store_labels
 from server.store import GraphStore
 from server.vocab import Term
 
@@ -91,3 +92,20 @@ def source_quads(store: GraphStore, edges: list[Triple], collection: str) -> lis
     for child, parent in sorted(parents, key=str):
         quads[Quad(child, vocab.PROV.wasDerivedFrom, parent, graph)] = None
     return list(quads)
+
+
+def trace_graph_quads(store: GraphStore, trace: dict) -> list[Quad]:
+    """What the stream sent for a recorded trace (``read_trace``'s), read back for the trace page's graph: the
+    trace's own quads (retrieved and selected edges), the labels of their terms and the selected edges'
+    source chains."""
+    quads = trace_quads(store, trace)
+    edges = [q.object for q in quads if q.predicate in (vocab.TG.retrievedEdge, vocab.TG.edge)
+             and isinstance(q.object, Triple)]
+    collection = trace.get("collection")
+    if not collection or not edges:
+        return quads
+    graph = vocab.collection_graph(collection)
+    labels = store_labels(store, (t for e in edges for t in (e.subject, e.predicate, e.object)), graph)
+    quads += [Quad(term, vocab.RDFS.label, Literal(label), graph) for term, label in labels.items()]
+    selected = [q.object for q in quads if q.predicate == vocab.TG.edge and isinstance(q.object, Triple)]
+    return quads + source_quads(store, selected, collection)

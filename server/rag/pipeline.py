@@ -99,7 +99,7 @@ class GraphRag:
             raise LLMFailed("the LLM returned an empty answer")
         progress.stage = "answer"
         if recorder:
-            answer_iri = recorder.answer("".join(pieces), choice.outcome)
+            answer_iri = recorder.answer("".join(pieces), choice.outcome, len(choice.edges))
             progress.stage = "done"
             yield self._explain(answer_iri, recorder.written)
         progress.outcome = choice.outcome
