@@ -47,6 +47,7 @@ DC = Namespace("http://purl.org/dc/elements/1.1/")
 SKOS = Namespace("http://www.w3.org/2004/02/skos/core#")
 ENTITY = Namespace("https://trustgraph.ai/e/")  # extracted entities
 RELATION = Namespace("https://trustgraph.ai/r/")  # extracted relations
+SOURCE_KINDS = {TG.Document: "Document", TG.Page: "Page", TG.Chunk: "Chunk"}  # the classes of extraction sources
 
 PREFIXES: dict[str, str] = {
     "tg": TG.base,

@@ -199,6 +199,8 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
                                "subgraphs": sorted(subgraphs.get(fact, [])), "chains": chains.get(fact, [])})
     page = render_template("resource.html", iri=node.value, label=labels.get(node), limit=EDGE_LIMIT,
                            explain_kind=vocab.explain_kind(node.value), has_text=store.librarian_text(node) is not None,
+                           source_kind=next((name for kind, name in vocab.SOURCE_KINDS.items()
+                                             if next(store.quads(node, vocab.RDF.type, kind), None) is not None), None),
                            outgoing=list(groups["o"].values()), incoming=list(groups["s"].values()),
                            out_count=len(outgoing), in_count=len(incoming))
     return page if edges else (page, 404)

@@ -14,10 +14,9 @@ from server.http.context import current_store
 from server.http.params import iri_parameter
 from server.labels import store_labels, term_name
 from server.store import GraphStore, graph_options
-from server.vocab import TG
+from server.vocab import SOURCE_KINDS
 
 blueprint = Blueprint("sources", __name__)
-KINDS = {TG.Document: "Document", TG.Page: "Page", TG.Chunk: "Chunk"}
 MAX_EDGE = 8192  # characters of the edge parameter
 
 
@@ -45,7 +44,7 @@ def _node(store: GraphStore, iri: NamedNode) -> dict:
     info: dict = {"iri": iri.value, "type": None, "label": None, "title": None, "offset": None, "length": None,
                   "parent": None}
     for row in rows:
-        info["type"] = info["type"] or KINDS.get(row["type"])
+        info["type"] = info["type"] or SOURCE_KINDS.get(row["type"])
         for key in ("label", "title", "offset", "length"):
             if key in row and info[key] is None:
                 info[key] = int(row[key].value) if key in ("offset", "length") and row[key].value.isdigit() \

@@ -24,6 +24,16 @@ const GlassExplain = (() => {
     return `_:${term.b || ""}`;
   }
 
+  /** A term in N-Triples (what the source viewer's ``edge`` parameter takes). */
+  function ntriples(term) {
+    if (term.t === "i") return `<${term.i}>`;
+    if (term.t === "r") return `<<( ${ntriples(term.r.s)} ${ntriples(term.r.p)} ${ntriples(term.r.o)} )>>`;
+    if (term.t === "b") return `_:${term.b || "b"}`;
+    const text = `"${term.v.replace(/[\\"\n\r]/g, (c) => ({ "\\": "\\\\", "\"": "\\\"", "\n": "\\n", "\r": "\\r" })[c])}"`;
+    if (term.l) return `${text}@${term.l}`;
+    return term.d ? `${text}^^<${term.d}>` : text;
+  }
+
   function localName(iri) {
     for (const separator of ["#", "/", ":"]) {
       const trimmed = iri.replace(new RegExp(`\\${separator}+$`), "");
@@ -144,5 +154,5 @@ const GlassExplain = (() => {
     return name + span;
   }
 
-  return { Index, view, key, lexical, localName, edgeKey, chainName };
+  return { Index, view, key, lexical, ntriples, localName, edgeKey, chainName };
 })();

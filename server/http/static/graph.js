@@ -1,7 +1,7 @@
 /* The explanation as a graph (cytoscape.js, vendored): the retrieved subgraph faded, the selected edges
    highlighted and numbered as the answer's [n] marks, an edge and its reverse with the same predicate drawn
    once with two arrows, seeds outlined. Clicking an edge shows its reason and source passage in the panel;
-   clicking a node opens its resource page. GlassGraph.instances[id] is the cytoscape instance of the
+   clicking a node opens its resource page (the panel's content is built with GlassSteps). GlassGraph.instances[id] is the cytoscape instance of the
    container with that id (the tests count its selected edges). */
 "use strict";
 
@@ -54,17 +54,15 @@ const GlassGraph = (() => {
       const predicate = GlassExplain.key(edge.p);
       const reverse = edges.get(`${target} ${predicate} ${source}`);
       const choice = selected.get(GlassExplain.edgeKey(edge));
-      if (reverse) {
-        reverse.classes = `${reverse.classes} both`;
-        if (choice) reverse.data.choices.push(choice);
-        return;
-      }
       const id = `${source} ${predicate} ${target}`;
-      if (!edges.has(id)) {
+      if (reverse && !edges.has(id)) {
+        if (!reverse.classes.includes("both")) reverse.classes = `${reverse.classes} both`;
+      } else if (!edges.has(id)) {
         edges.set(id, { data: { id: `e${edges.size}`, source, target, label: view.name(edge.p), choices: [] },
                         classes: "" });
       }
-      if (choice) edges.get(id).data.choices.push(choice);
+      const drawn = edges.has(id) ? edges.get(id) : reverse;
+      if (choice && !drawn.data.choices.includes(choice)) drawn.data.choices.push(choice);
     };
     view.retrieved.forEach(add);
     view.selected.forEach((s) => add(s.edge));
@@ -78,22 +76,10 @@ const GlassGraph = (() => {
     return { nodes: [...nodes.values()], edges: [...edges.values()] };
   }
 
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined) node.textContent = text;
-    return node;
-  }
-
-  function link(href, text) {
-    const a = el("a", null, text);
-    a.href = href;
-    return a;
-  }
-
   /** The panel's content for an edge: each selection's number, reason and source chains, the first chunk's
       passage; for an edge not selected, only that it was retrieved. */
   function showEdge(panel, edge) {
+    const { el, link } = GlassSteps;
     const { choices, label } = edge.data();
     panel.replaceChildren();
     const heading = el("p", "edge-triple");
@@ -106,14 +92,9 @@ const GlassGraph = (() => {
     }
     for (const choice of choices) {
       panel.append(el("p", "reasoning", `[${choice.number}] ${choice.reasoning || ""}`));
-      for (const chain of choice.sources) {
-        const line = el("p", "chain small");
-        line.append("Source: ");
-        chain.forEach((node, i) => {
-          if (i) line.append(" → ");
-          line.append(node.type === "Document" ? link(`/console/source?id=${encodeURIComponent(node.iri)}`,
-            GlassExplain.chainName(node)) : link(sourceHref(node, choice.edge), GlassExplain.chainName(node)));
-        });
+      for (const nodes of choice.sources) {
+        const line = el("p", "small");
+        line.append("Source: ", GlassSteps.chain(nodes, choice.edge));
         panel.append(line);
       }
       const chunk = choice.sources.map((c) => c[0]).find((n) => n && n.type === "Chunk");
@@ -121,19 +102,13 @@ const GlassGraph = (() => {
     }
   }
 
-  function sourceHref(node, edge) {
-    const url = new URL("/console/source", location.href);
-    url.searchParams.set("id", node.iri);
-    if (edge && node.type === "Chunk") url.searchParams.set("edge", GlassExplain.lexical({ t: "r", r: edge }));
-    return url.pathname + url.search;
-  }
-
   async function passage(panel, chunk, edge) {
+    const { el } = GlassSteps;
     const quote = el("blockquote", "passage");
     panel.append(quote);
     try {
       const response = await fetch(`/console/source/passage?id=${encodeURIComponent(chunk.iri)}&edge=${
-        encodeURIComponent(GlassExplain.lexical({ t: "r", r: edge }))}`, { headers: { Accept: "application/json" } });
+        encodeURIComponent(GlassExplain.ntriples({ t: "r", r: edge }))}`, { headers: { Accept: "application/json" } });
       if (!response.ok) return;
       const { text, span } = await response.json();
       if (span) {
@@ -150,7 +125,8 @@ const GlassGraph = (() => {
       container, elements: elements(view), style: STYLE,
       layout: { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 9000, idealEdgeLength: () => 90 },
     });
-    cy.edges(".selected").connectedNodes().addClass("on-path");
+    const onPath = cy.edges(".selected").connectedNodes().addClass("on-path");
+    if (onPath.length) cy.fit(onPath.union(onPath.neighborhood()), 30);  // the selection and what surrounds it
     cy.on("tap", "edge", (event) => {
       cy.edges().removeClass("active");
       event.target.addClass("active");

@@ -26,7 +26,7 @@ const GlassSteps = (() => {
   function sourceHref(node, edge) {
     const url = new URL("/console/source", location.href);
     url.searchParams.set("id", node.iri);
-    if (edge && node.type === "Chunk") url.searchParams.set("edge", GlassExplain.lexical({ t: "r", r: edge }));
+    if (edge && node.type === "Chunk") url.searchParams.set("edge", GlassExplain.ntriples({ t: "r", r: edge }));
     return url.pathname + url.search;
   }
 
@@ -119,5 +119,5 @@ const GlassSteps = (() => {
     box.append(text.slice(last));
   }
 
-  return { retrieval, selection, markAnswer, el, link };
+  return { retrieval, selection, markAnswer, chain, el, link };
 })();
