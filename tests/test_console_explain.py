@@ -13,6 +13,7 @@ from pyoxigraph import NamedNode
 from server import vocab
 from server.explain.provenance import node_name
 from server.explain.trace import read_trace
+from server.sparql_templates import template_limit
 from server.store import GraphStore
 
 FRANCE = vocab.ENTITY.france.value
@@ -132,3 +133,32 @@ def test_a_document_page_reads_as_a_document_and_its_text_link_works(page: objec
     pages.first.click()
     page.wait_for_url(re.compile(r"/console/source\?id="))
     assert page.inner_text("nav.crumbs").startswith(page.locator("nav.crumbs a").first.inner_text() + " › ")
+
+
+def _neighbourhood(store: GraphStore, iri: str) -> set[str]:
+    """The graph view's edge ids of every edge between ``iri`` and another IRI in any graph but labels."""
+    node = NamedNode(iri)
+    quads = [*store.quads(subject=node), *store.quads(obj=node)]
+    return {f"e:{q.subject.value} {q.predicate.value} {q.object.value}" for q in quads
+            if isinstance(q.subject, NamedNode) and isinstance(q.object, NamedNode)
+            and q.predicate != vocab.RDFS.label and not (q.subject == q.object == node)}
+
+
+def test_resource_neighbourhood_draws_its_edges_and_expands_a_node(page: object, console_url: str,
+                                                                   sample_store: GraphStore) -> None:
+    step = template_limit("console_neighbourhood")
+    page.goto(f"{console_url}/resource?iri={quote(FRANCE)}")
+    page.locator("#neighbourhood[data-expanded='1']").wait_for()
+    around_france = _neighbourhood(sample_store, FRANCE)
+    drawn = set(graph(page, "neighbourhood", "cy => cy.edges().map(e => e.id())"))
+    assert drawn <= around_france and len(drawn) == min(len(around_france), step)
+    other = graph(page, "neighbourhood", f"cy => cy.nodes().filter(n => n.data('iri') !== {FRANCE!r})"
+                                         ".sort((a, b) => b.degree() - a.degree())[0].data('iri')")
+    graph(page, "neighbourhood", f"cy => cy.getElementById('n:' + {other!r}).emit('tap')")
+    page.locator("#neighbourhood[data-expanded='2']").wait_for()
+    expanded = set(graph(page, "neighbourhood", "cy => cy.edges().map(e => e.id())"))
+    around_other = _neighbourhood(sample_store, other)
+    assert drawn < expanded <= around_france | around_other
+    assert len(expanded & around_other) == min(len(around_other), step)
+    assert page.locator("#neighbourhood-panel a").get_attribute("href") == f"/resource?iri={quote(other, safe='')}"
+    screenshot(page, "resource-neighbourhood")

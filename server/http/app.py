@@ -36,9 +36,9 @@ def create_app(config: Config | None = None, store: GraphStore | None = None) ->
         app.extensions["glassgraph.queries"] = QueryWorkers(store.path, config.query_workers, config.query_memory_mb,
                                                             store.flush)
 
-    from server.http import api, console, dataset, documents, graph_store, ops, sources, sparql
+    from server.http import api, console, dataset, documents, graph_store, neighbourhood, ops, sources, sparql
 
-    for module in (ops, sparql, graph_store, api, documents, console, sources, dataset):
+    for module in (ops, sparql, graph_store, api, documents, console, sources, neighbourhood, dataset):
         app.register_blueprint(module.blueprint)
     install_whole_body_reading(app)
     install_error_handlers(app)

@@ -126,7 +126,9 @@ const GlassGraph = (() => {
       layout: { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 9000, idealEdgeLength: () => 90 },
     });
     const onPath = cy.edges(".selected").connectedNodes().addClass("on-path");
-    if (onPath.length) cy.fit(onPath.union(onPath.neighborhood()), 30);  // the selection and what surrounds it
+    const shown = onPath.length ? onPath.union(onPath.neighborhood()) : cy.elements();  // the selection and around it
+    cy.fit(shown, 30);
+    cy.on("resize", () => cy.fit(shown, 30));
     cy.on("tap", "edge", (event) => {
       cy.edges().removeClass("active");
       event.target.addClass("active");
