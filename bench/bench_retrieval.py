@@ -71,6 +71,9 @@ class TimedLLM:
     def __init__(self, llm: LLM) -> None:
         self.llm, self.model, self.seconds = llm, llm.model, 0.0
 
+    def __getattr__(self, name: str) -> object:  # what the selection stage reads besides (context_tokens, ...)
+        return getattr(self.llm, name)
+
     def select(self, question: str, edges: list, aliases: dict | None = None) -> str:
         started = time.perf_counter()
         try:
