@@ -158,6 +158,8 @@ def test_ask_shows_a_no_answer_outcome_and_its_trace(page: object, console_url: 
     page.locator("#answer.no-answer").wait_for()
     assert page.inner_text("#answer") == "The knowledge graph does not answer this question."
     page.locator(".event-answer.loaded .badge-no-answer").wait_for()
+    page.locator("#live[data-done]").wait_for()
+    assert page.inner_text("#answer-status") == "no-answer"  # not "answered"
     assert page.locator("#ask-error").is_hidden()
     page.locator("#trace-link:not([hidden])").wait_for()
     page.click("#trace-link a")

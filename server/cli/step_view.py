@@ -89,7 +89,10 @@ def selection_view(iri: str, triples: list[dict], model: str | None = None) -> d
     nodes.sort(key=lambda node: int(node.rsplit(":", 1)[-1]) if node.rsplit(":", 1)[-1].isdigit() else 1 << 62)
     edges = []
     for node in nodes:
-        [edge] = step.objects[(node, TG + "edge")][:1]
+        found = [term for term in step.objects.get((node, TG + "edge"), []) if term.get("t") == "r"]
+        if not found:
+            continue
+        edge = found[0]
         parts = [edge["r"][k] for k in ("s", "p", "o")]
         edges.append({"node": node, "labels": [step.name(part) for part in parts],
                       "reasoning": step.value(node, TG + "reasoning"),

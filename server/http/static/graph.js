@@ -121,6 +121,7 @@ const GlassGraph = (() => {
 
   /** Draws ``view`` into ``container``; ``panel`` shows what is clicked. */
   function draw(container, view, panel) {
+    if (instances[container.id]) instances[container.id].destroy();  // the Ask page draws once per question
     const cy = cytoscape({
       container, elements: elements(view), style: STYLE,
       layout: { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 9000, idealEdgeLength: () => 90 },
