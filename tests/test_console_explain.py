@@ -40,8 +40,9 @@ def test_ask_draws_the_selected_edges_and_links_the_answer_to_them(page: object,
     selected = [[e["s"], e["o"]] for e in trace["edges"]]
     assert [FRANCE, PARIS] in selected
     assert graph(page, "ask-graph", SELECTED) == selected  # the graph's data, in selection order
-    drawn = graph(page, "ask-graph", "cy => cy.edges().length")
-    assert len(selected) < drawn <= trace["edge_count"]  # the retrieved subgraph, reverse pairs merged
+    pairs, reversed_pairs = _retrieved_pairs(sample_store, trace)
+    assert graph(page, "ask-graph", "cy => cy.edges().length") == pairs
+    assert graph(page, "ask-graph", "cy => cy.edges('.both').length") == reversed_pairs
     assert FRANCE in graph(page, "ask-graph", "cy => cy.nodes('.seed').map(n => n.data('iri'))")
     # the retrieval step shows its count and seeds from the stream
     assert page.inner_text(".event-retrieval .count") == str(trace["edge_count"])
@@ -61,6 +62,27 @@ def test_ask_draws_the_selected_edges_and_links_the_answer_to_them(page: object,
     assert trace["edges"][number - 1]["reasoning"] in page.inner_text("#ask-graph-panel")
     if width == SIZES[0][0]:
         screenshot(page, "ask-graph")
+
+
+def _retrieved_pairs(store: GraphStore, trace: dict) -> tuple[int, int]:
+    """How many edges the graph view draws of a trace's retrieved edges (an edge and its reverse with the same
+    predicate as one), and how many of those stand for both directions."""
+    retrieved = [q.object for q in store.quads(NamedNode(trace["retrieval"]), vocab.TG.retrievedEdge)]
+    assert len(retrieved) == trace["edge_count"]
+    found = {(t.subject, t.predicate, t.object) for t in retrieved}
+    pairs = {(frozenset((s, o)), p) for s, p, o in found}
+    both = {(frozenset((s, o)), p) for s, p, o in found if s != o and (o, p, s) in found}
+    return len(pairs), len(both)
+
+
+def test_ask_draws_an_edge_and_its_reverse_once(page: object, console_url: str, sample_store: GraphStore) -> None:
+    page.goto(f"{console_url}/console/ask?q={quote('Which countries border Germany?')}")
+    page.locator("#live[data-done]").wait_for()
+    trace = read_trace(sample_store, page.get_attribute("#live", "data-session"))
+    pairs, reversed_pairs = _retrieved_pairs(sample_store, trace)
+    assert reversed_pairs > 0  # borders are stated both ways
+    assert graph(page, "ask-graph", "cy => cy.edges().length") == pairs < trace["edge_count"]
+    assert graph(page, "ask-graph", "cy => cy.edges('.both').length") == reversed_pairs
 
 
 def test_trace_graph_shows_an_edges_reason_and_passage_and_opens_nodes(page: object, console_url: str,
