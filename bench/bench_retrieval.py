@@ -138,7 +138,7 @@ def _explain_overhead(store: GraphStore, retriever: Retriever, collection: str,
 
 def retrieval_write_cost(store: GraphStore, retriever: Retriever, collection: str,
                          questions: list[str]) -> list[str]:
-    """The retrieval entity's write (one ``record_trace``) with only its edge count, as before decision 13, and
+    """The retrieval entity's write (one ``record_trace``) with only its edge count, as before decision 15, and
     with every retrieved edge as a triple term and the seeds: medians in ms, quads, and the ratio. The two
     writes alternate which goes first; the explain graph is cleared afterwards."""
     plain: list[float] = []
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     print(_table(["graph", "ours", "baseline", "raw walk", "baseline / raw walk", "point reads",
                   "baseline / point reads"], [bounds for _, _, bounds in results]))
     print("\nThe retrieval entity's write (one transaction), medians in ms over the same questions as the explain "
-          "overhead: edge count only (before decision 13) against every retrieved edge as a triple term and the "
+          "overhead: edge count only (before decision 15) against every retrieved edge as a triple term and the "
           "seeds (tg:retrievedEdge, tg:seed)")
     print(_table(["graph", "edge count only", "with retrieved edges", "quads written", "ratio"],
                  [writes for writes, _, _ in results]))

@@ -336,7 +336,7 @@ def session_quads(graph: NamedNode, session_id: str, question: str,
 def retrieval_quads(graph: NamedNode, session_id: str, edge_count: int, edges: Iterable[Triple] = (),
                     seeds: Iterable[NamedNode] = ()) -> list[Quad]:
     """The retrieval entity: its edge count, each retrieved edge as a triple term (``tg:retrievedEdge``,
-    decision 13) and each seed entity (``tg:seed``)."""
+    decision 15) and each seed entity (``tg:seed``)."""
     return _quads(graph, retrieval_iri(session_id), [
         (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved edges")),
         (PROV.wasGeneratedBy, session_iri(session_id)),
