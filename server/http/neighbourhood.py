@@ -24,7 +24,7 @@ def neighbourhood() -> Response:
     there are more."""
     store = current_store()
     iri = iri_parameter("iri")
-    rows = store.select("console_neighbourhood", bindings={"iri": iri}, **graph_options(None))
+    rows = store.select("console_neighbourhood", values={"iri": [iri]}, **graph_options(None))
     edges = [Quad(row["s"], row["p"], row["o"]) for row in rows]
     terms = list(dict.fromkeys(t for q in edges for t in (q.subject, q.predicate, q.object)))
     labels = store_labels(store, [iri, *terms])

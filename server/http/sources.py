@@ -38,7 +38,7 @@ def _edge_parameter() -> Triple | None:
 
 
 def _node(store: GraphStore, iri: NamedNode) -> dict:
-    rows = store.select("console_source_node", bindings={"node": iri}, **graph_options(None))
+    rows = store.select("console_source_node", values={"node": [iri]}, **graph_options(None))
     if not rows:
         raise NotFound(f"<{iri.value}> is not a document, page or chunk")
     info: dict = {"iri": iri.value, "type": None, "label": None, "title": None, "offset": None, "length": None,
@@ -63,7 +63,7 @@ def _order(row: dict) -> tuple[int, str]:
 
 
 def _children(store: GraphStore, parent: NamedNode) -> list[dict]:
-    rows = store.select("console_source_children", bindings={"parent": parent}, **graph_options(None))
+    rows = store.select("console_source_children", values={"parent": [parent]}, **graph_options(None))
     unique = {row["child"]: row for row in sorted(rows, key=_order)}
     return [{"iri": child.value, "label": _value(row.get("label")) or child.value} for child, row in unique.items()]
 
