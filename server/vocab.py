@@ -47,6 +47,7 @@ DC = Namespace("http://purl.org/dc/elements/1.1/")
 SKOS = Namespace("http://www.w3.org/2004/02/skos/core#")
 ENTITY = Namespace("https://trustgraph.ai/e/")  # extracted entities
 RELATION = Namespace("https://trustgraph.ai/r/")  # extracted relations
+SOURCE_KINDS = {TG.Document: "Document", TG.Page: "Page", TG.Chunk: "Chunk"}  # the classes of extraction sources
 
 PREFIXES: dict[str, str] = {
     "tg": TG.base,
@@ -240,8 +241,11 @@ def _quads(graph: NamedNode, subject: NamedNode, pairs: Iterable[tuple[NamedNode
 
 
 def now_literal() -> Literal:
-    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return Literal(stamp, datatype=XSD.dateTime)
+    """The time now as ``xsd:dateTime`` in its canonical form (the store's: no trailing zeros in the
+    fraction), so that the stream's triples say what the store holds."""
+    seconds, _, fraction = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")[:-6].partition(".")
+    fraction = fraction.rstrip("0")
+    return Literal(f"{seconds}.{fraction}Z" if fraction else f"{seconds}Z", datatype=XSD.dateTime)
 
 
 def integer_literal(value: int) -> Literal:
@@ -329,11 +333,15 @@ def session_quads(graph: NamedNode, session_id: str, question: str,
         (PROV.startedAtTime, started or now_literal()), (TG.query, Literal(question))])
 
 
-def retrieval_quads(graph: NamedNode, session_id: str, edge_count: int) -> list[Quad]:
+def retrieval_quads(graph: NamedNode, session_id: str, edge_count: int, edges: Iterable[Triple] = (),
+                    seeds: Iterable[NamedNode] = ()) -> list[Quad]:
+    """The retrieval entity: its edge count, each retrieved edge as a triple term (``tg:retrievedEdge``,
+    decision 15) and each seed entity (``tg:seed``)."""
     return _quads(graph, retrieval_iri(session_id), [
         (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved edges")),
         (PROV.wasGeneratedBy, session_iri(session_id)),
-        (TG.edgeCount, Literal(str(edge_count), datatype=XSD.integer))])
+        (TG.edgeCount, Literal(str(edge_count), datatype=XSD.integer)),
+        *((TG.retrievedEdge, edge) for edge in edges), *((TG.seed, seed) for seed in seeds)])
 
 
 def selection_quads(graph: NamedNode, session_id: str, edges: Iterable[tuple[Triple, str] | tuple[Triple, str, str]],
@@ -351,10 +359,15 @@ def selection_quads(graph: NamedNode, session_id: str, edges: Iterable[tuple[Tri
     return quads
 
 
-def answer_quads(graph: NamedNode, session_id: str, outcome: str | None = None) -> list[Quad]:
-    """The answer entity; ``outcome`` is ``"answered"`` or ``"no-answer"`` (``tg:outcome``)."""
+def answer_quads(graph: NamedNode, session_id: str, outcome: str | None = None, cited: Iterable[int] = (),
+                 invalid: Iterable[int] = ()) -> list[Quad]:
+    """The answer entity; ``outcome`` is ``"answered"`` or ``"no-answer"`` (``tg:outcome``); ``cited``: the
+    1-based numbers of the selected edges its ``[n]`` marks name (``tg:citedEdge``, the edge-selection node);
+    ``invalid``: marks that name no selected edge (``tg:invalidCitation``)."""
     return _quads(graph, answer_iri(session_id), [
         (RDF.type, PROV.Entity), (RDFS.label, Literal("GraphRAG answer")),
         (PROV.wasDerivedFrom, selection_iri(session_id)),
         (TG.document, answer_document_iri(session_id)),
-        *([(TG.outcome, Literal(outcome))] if outcome else [])])
+        *([(TG.outcome, Literal(outcome))] if outcome else []),
+        *((TG.citedEdge, edge_selection_iri(session_id, n - 1)) for n in cited),
+        *((TG.invalidCitation, integer_literal(n)) for n in invalid)])

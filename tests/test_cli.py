@@ -186,7 +186,7 @@ def test_explainable_blocks_in_order_with_labels_and_sources(server_url: str, sa
     assert trace is not None and trace["answer_text"]
     assert result.stdout.strip() == trace["answer_text"].strip()
     assert "Paris" in result.stdout
-    assert "urn:trustgraph" not in result.stdout and "[" not in result.stdout
+    assert "urn:trustgraph" not in result.stdout and not re.search(BLOCK.pattern, result.stdout, re.MULTILINE)
 
 
 def test_without_explainable_only_the_answer(server_url: str) -> None:

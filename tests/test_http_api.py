@@ -119,7 +119,7 @@ def test_ndjson_stream(server: LiveServer) -> None:
     assert messages[0]["message_type"] == "explain"
     assert messages[-1]["end_of_session"] is True and messages[-1]["error"] is None
     assert set(messages[0]) == {"message_type", "response", "error", "end_of_stream", "end_of_session",
-                                "explain_id", "explain_collection", "explain_kind", "outcome"}
+                                "explain_id", "explain_collection", "explain_kind", "outcome", "explain_triples"}
     kinds = [m["explain_kind"] for m in messages if m["message_type"] == "explain"]
     assert kinds == ["session", "retrieval", "selection", "answer"]
 

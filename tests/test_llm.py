@@ -231,7 +231,7 @@ def test_offline_picks_the_capital_edge_with_a_reason_and_answers_paris() -> Non
     by_id = dict(EDGES)
     answer = list(llm.answer("What is the capital of France?", [by_id[i] for i, _ in selection]))
     assert len(answer) > 1
-    assert "".join(answer) == "The capital of France is Paris."
+    assert "".join(answer) == "The capital of France is Paris [1]."
 
 
 def test_offline_matches_lemmas_and_groups_the_answer() -> None:
@@ -242,7 +242,7 @@ def test_offline_matches_lemmas_and_groups_the_answer() -> None:
     assert [by_id[i] for i, _ in selection] == [FRANCE[0], FRANCE[1], FRANCE[2], ("Andorra", "borders", "France")]
     assert all("asks about 'border'" in reason for _, reason in selection)
     assert "".join(llm.answer("q", [by_id[i] for i, _ in selection])) == (
-        "The borders of France are Spain, Belgium and Germany. The borders of Andorra are France."
+        "The borders of France are Spain, Belgium and Germany [1][2][3]. The borders of Andorra are France [4]."
     )
 
 
@@ -250,8 +250,8 @@ def test_offline_answer_tells_a_symmetric_fact_once() -> None:
     edges = [("Germany", "borders", "Austria"), ("Germany", "borders", "Belgium"), ("Austria", "borders", "Germany"),
              ("Belgium", "borders", "Germany"), ("Andorra", "borders", "France"), ("Austria", "capital", "Vienna")]
     assert "".join(OfflineLLM().answer("Which countries border Germany?", edges)) == (
-        "The borders of Germany are Austria and Belgium. The borders of Andorra are France. "
-        "The capital of Austria is Vienna."
+        "The borders of Germany are Austria and Belgium [1][2][3][4]. The borders of Andorra are France [5]. "
+        "The capital of Austria is Vienna [6]."  # a reverse edge told once is marked with its twin
     )
 
 
@@ -270,7 +270,7 @@ def test_offline_follows_the_question_from_the_named_entity_through_two_relation
     assert picked == [("Heat", "directed_by", "Michael Mann"), ("Heat", "in_language", "English"),
                       ("Thief", "directed_by", "Michael Mann"), ("Thief", "in_language", "English")]
     assert "".join(OfflineLLM().answer("q", picked[:3])) == (
-        "Heat and Thief were directed by Michael Mann. The language of Heat is English."
+        "Heat and Thief were directed by Michael Mann [1][3]. The language of Heat is English [2]."
     )
 
 

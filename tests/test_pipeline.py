@@ -3,6 +3,7 @@ provider through the real openai client against a scripted OpenAI-compatible ser
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -132,7 +133,7 @@ def test_explain_messages_carry_the_vocab_iris(france_store: GraphStore) -> None
     final = messages[-1]
     assert final.to_dict() == {"message_type": "chunk", "response": "", "error": None, "end_of_stream": True,
                                "end_of_session": True, "explain_id": None, "explain_collection": None,
-                               "explain_kind": None, "outcome": "answered"}
+                               "explain_kind": None, "outcome": "answered", "explain_triples": None}
     assert not any(m.end_of_session for m in messages[:-1])
     json.dumps([m.to_dict() for m in messages])
 
@@ -202,6 +203,34 @@ def test_a_store_that_refuses_writes_is_a_store_error(france_store: GraphStore, 
 
 
 # --- the openai provider against a scripted server ---------------------------------------------
+
+def test_a_models_marks_are_asked_for_checked_and_recorded(france_store: GraphStore,
+                                                          scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reply(OK_SELECTION)
+    scripted_llm.reply("The capital of France is Paris [1]. Its currency is the euro [7].")
+    messages = list(scripted(france_store, scripted_llm).run(QUESTION))
+    answer_prompt = scripted_llm.requests[1].prompt
+    assert "[1] France | capital | Paris" in answer_prompt and "square brackets" in answer_prompt
+    trace = read_trace(france_store, session_of(messages))
+    answer = NamedNode(trace["answer"])
+    cited = [q.object for q in france_store.quads(answer, vocab.TG.citedEdge, graph=france_store.explain_graph)]
+    assert cited == [NamedNode(trace["edges"][0]["node"])]
+    invalid = [q.object.value for q in france_store.quads(answer, vocab.TG.invalidCitation,
+                                                          graph=france_store.explain_graph)]
+    assert invalid == ["7"]
+
+
+def test_the_offline_answer_marks_each_sentence_with_its_edges(france_store: GraphStore) -> None:
+    messages = list(offline(france_store).run("What is the capital and the currency of France?"))
+    trace = read_trace(france_store, session_of(messages))
+    numbers = {e["p"]: n for n, e in enumerate(trace["edges"], start=1)}
+    sentences = re.findall(r"[^.]*\.", trace["answer_text"])
+    assert sentences and all(re.search(r"\[\d+\]\.$", sentence) for sentence in sentences)
+    for sentence in sentences:  # a sentence's marks name the edges whose object it states
+        for number in map(int, re.findall(r"\[(\d+)\]", sentence)):
+            edge = trace["edges"][number - 1]
+            assert edge["labels"][2] in sentence, (sentence, edge["labels"])
+    assert {vocab.RELATION.capital.value, vocab.RELATION.currency.value} <= set(numbers)
 
 def test_scripted_llm_happy_path(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.reply("```jsonl\n" + OK_SELECTION + "\n```")

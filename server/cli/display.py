@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
 from server.cli.errors import CliError
+from server.cli.step_view import TG, StepTriples, selection_view
 from server.rag.text import one_line
 
 TraceLookup = Callable[[str], "dict | None"]  # any explain IRI of a session -> its trace (read_trace's shape)
@@ -156,6 +157,7 @@ class StreamDisplay:
         self.out, self.err, self.lookup = out, err, lookup
         self.fmt, self.explainable, self.show_source = fmt, explainable, show_source
         self._answer_open = False  # answer text written that does not end with a newline
+        self._model: str | None = None  # from the session step's triples
 
     def run(self, messages: Iterable[dict]) -> None:
         """Display the whole stream; raises :class:`StreamError` on an error message or early end."""
@@ -180,7 +182,8 @@ class StreamDisplay:
     def _show(self, message: dict) -> None:
         if message.get("message_type") == "explain":
             if self.explainable and message.get("explain_id"):
-                self._explain(message.get("explain_kind") or "explain", message["explain_id"])
+                self._explain(message.get("explain_kind") or "explain", message["explain_id"],
+                              message.get("explain_triples"))
             return
         text = message.get("response") or ""
         if text:
@@ -188,16 +191,24 @@ class StreamDisplay:
             self.out.flush()
             self._answer_open = not text.endswith("\n")
 
-    def _explain(self, kind: str, iri: str) -> None:
+    def _explain(self, kind: str, iri: str, triples: list[dict] | None) -> None:
         lines = [f"[{kind}] {iri}"]
+        if kind == "session" and triples:
+            self._model = StepTriples(triples).value(iri, TG + "model")
         if kind == "selection":
-            lines += self._selection(iri)
+            lines += self._selection(iri, triples)
         if self._answer_open and self.out.isatty():  # keep the block off the answer's last line
             self.err.write("\n\n")
         self.err.write("\n".join(lines) + "\n\n")
         self.err.flush()
 
-    def _selection(self, iri: str) -> list[str]:
+    def _selection(self, iri: str, triples: list[dict] | None) -> list[str]:
+        """From the step's own triples when they hold all it shows; else from a trace lookup (an old server, a
+        passage to quote, or an edge with no source whose mentioning chunks the trace lists)."""
+        if triples and not self.show_source:
+            view = selection_view(iri, triples, self._model)
+            if all(edge["sources"] for edge in view["edges"]):
+                return selection_lines(view)
         try:
             trace = self.lookup(iri)
         except TraceUnavailable as exc:

@@ -17,7 +17,6 @@ from server.store_base import StoreBackend, graph_options
 Chain = list[dict]
 Row = dict[str, vocab.Term]  # a solution of the template, unbound variables left out
 
-_TYPES = {vocab.TG.Document: "Document", vocab.TG.Page: "Page", vocab.TG.Chunk: "Chunk"}
 
 
 def source_chains(store: StoreBackend, edge: Triple, collection: str | None = None) -> list[Chain]:
@@ -78,7 +77,7 @@ def _chains(store: StoreBackend, rows: list[Row],
             if key in row and info.get(key) is None:
                 info[key] = _integer(row[key])
         if "type" in row:
-            info["type"] = _TYPES[row["type"]]
+            info["type"] = vocab.SOURCE_KINDS[row["type"]]
         if "parent" in row:
             parents[node].add(row["parent"].value)
         reached[start_of(row)].add(node)

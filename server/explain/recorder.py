@@ -14,6 +14,7 @@ from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
 from server.rag.choice import Choice
+from server.rag.citations import citations
 from server.store import GraphStore
 from server.vocab import TG, XSD, Term
 
@@ -32,6 +33,7 @@ class ExplainRecorder:
         self.model = model
         self.session_id = session_id or str(uuid.uuid4())
         self.started = False  # the session entity is written
+        self.written: list[Quad] = []  # the quads of the last entity written (the stream's explain_triples)
 
     def session(self, question: str) -> str:
         """The session entity (question, start time, model, collection); returns its IRI."""
@@ -43,8 +45,9 @@ class ExplainRecorder:
         self.started = True
         return iri.value
 
-    def retrieval(self, edge_count: int) -> str:
-        self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count))
+    def retrieval(self, edge_count: int, edges: Iterable[Triple] = (), seeds: Iterable[NamedNode] = ()) -> str:
+        """The retrieval entity with the retrieved edges (triple terms) and the seeds."""
+        self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count, edges, seeds))
         return vocab.retrieval_iri(self.session_id).value
 
     def selection(self, edges: Iterable[tuple[Triple, str] | tuple[Triple, str, str]],
@@ -54,9 +57,10 @@ class ExplainRecorder:
         self._write(vocab.selection_quads(self.graph, self.session_id, edges, facts))
         return vocab.selection_iri(self.session_id).value
 
-    def answer(self, text: str, outcome: str | None = None) -> str:
-        """The answer entity (its ``tg:outcome``) and its text (librarian graph) in one transaction."""
-        quads = vocab.answer_quads(self.graph, self.session_id, outcome)
+    def answer(self, text: str, outcome: str | None = None, edge_count: int = 0) -> str:
+        """The answer entity (its ``tg:outcome``, the edges its ``[n]`` marks cite among the ``edge_count``
+        selected) and its text (librarian graph) in one transaction."""
+        quads = vocab.answer_quads(self.graph, self.session_id, outcome, *citations(text, edge_count))
         quads += vocab.content_quads(vocab.answer_document_iri(self.session_id), text)
         self._write(quads)
         return vocab.answer_iri(self.session_id).value
@@ -66,6 +70,7 @@ class ExplainRecorder:
             self.store.record_trace(quads)
         except Exception as exc:  # pyoxigraph raises OSError, RuntimeError or ValueError here
             raise RecordError(f"cannot write the explainability trace: {exc}") from exc
+        self.written = quads
 
     def error(self, error_type: str, message: str) -> None:
         """Mark the session as failed (nothing is written if the session itself was not)."""

@@ -40,9 +40,20 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
         app.extensions["glassgraph.queries"] = QueryWorkers(store.path, config.query_workers, config.query_memory_mb,
                                                             store.flush)
 
-    from server.http import api, console, dataset, documents, graph_store, ops, sparql, sparql_editor
+    from server.http import (
+        api,
+        console,
+        dataset,
+        documents,
+        graph_store,
+        neighbourhood,
+        ops,
+        sources,
+        sparql,
+        sparql_editor,
+    )
 
-    for module in (ops, sparql, sparql_editor, graph_store, api, documents, console, dataset):
+    for module in (ops, sparql, sparql_editor, graph_store, api, documents, console, sources, neighbourhood, dataset):
         app.register_blueprint(module.blueprint)
     install_whole_body_reading(app)
     install_error_handlers(app)

@@ -15,6 +15,7 @@ from server import vocab
 from server.errors import BadRequest, NotFound
 from server.explain.provenance import chunk_span, node_name, source_chains_many
 from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, trace_quads
+from server.explain.wire import quad_wire, trace_graph_quads
 from server.http.context import current_config, current_store
 from server.http.linked_data import linked_data_response
 from server.http.params import iri_parameter
@@ -157,24 +158,9 @@ def trace() -> Response:
     """A session's trace (any of its explain IRIs finds it): the page for a browser, its triples as
     RDF when asked (Accept or ``?format=``)."""
     view = _trace_or_404(request.args.get("id"))
-    return linked_data_response(trace_quads(current_store(), view), lambda: render_template("trace.html", trace=view),
-                                f"no GraphRAG session {view['session']}")
-
-
-_STAGES = ("session", "retrieval", "selection", "answer")
-
-
-@blueprint.get("/console/trace/part")
-def trace_part() -> str:
-    """One stage of a session as an HTML fragment, for the Ask page while it streams.
-
-    ``id`` is the IRI an explain event carried (session, retrieval, selection or answer).
-    """
-    iri = request.args.get("id", "")
-    kind = vocab.explain_kind(iri)
-    if kind not in _STAGES:
-        raise BadRequest(f"not the IRI of a session, retrieval, selection or answer: {iri!r}")
-    return render_template("partials/trace_part.html", kind=kind, trace=_trace_or_404(iri))
+    return linked_data_response(trace_quads(current_store(), view), lambda: render_template(
+        "trace.html", trace=view, graph_triples=[quad_wire(q) for q in trace_graph_quads(current_store(), view)]),
+        f"no GraphRAG session {view['session']}")
 
 
 @blueprint.get("/console/sessions")
@@ -238,6 +224,8 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
     page = render_template("resource.html", iri=node.value, label=labels.get(node), limit=EDGE_LIMIT,
                            open_max=PREDICATE_OPEN_MAX,
                            explain_kind=vocab.explain_kind(node.value), has_text=store.librarian_text(node) is not None,
+                           source_kind=next((name for kind, name in vocab.SOURCE_KINDS.items()
+                                             if next(store.quads(node, vocab.RDF.type, kind), None) is not None), None),
                            outgoing=list(groups["o"].values()), incoming=list(groups["s"].values()),
                            out_count=len(outgoing), in_count=len(incoming))
     return page if edges else (page, 404)

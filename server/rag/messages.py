@@ -17,6 +17,7 @@ class GraphRagResponse:
     explain_collection: str | None = None
     explain_kind: str | None = None  # "session" | "retrieval" | "selection" | "answer": clients need not parse IRIs
     outcome: str | None = None  # on the final message: "answered" or "no-answer" (the graph does not answer it)
+    explain_triples: list[dict] | None = None  # explain messages: the step's triples (server/explain/wire.py)
 
     def to_dict(self) -> dict:
         """Every field, JSON-ready."""

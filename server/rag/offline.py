@@ -47,25 +47,37 @@ def _join(items: list[str]) -> str:
 
 def extractive_answer(edges: list[Edge]) -> str:
     """One sentence per subject and predicate with its objects joined, or per predicate and single
-    object with its subjects joined ("The currency of Austria and Belgium is euro."), in edge order.
+    object with its subjects joined ("The currency of Austria and Belgium is euro."), in edge order,
+    each with ``[n]`` marks naming the edges it rests on (1-based, in the order given: the selection's).
     An edge whose reverse (same predicate) is already stated is left out: a symmetric fact such as
-    ``borders`` is told once."""
+    ``borders`` is told once, marked with both."""
     if not edges:
         return NO_ANSWER
-    by_subject: dict[tuple[str, str], list[str]] = {}
-    stated: set[Edge] = set()
-    for s, p, o in edges:
+    by_subject: dict[tuple[str, str], tuple[list[str], list[int]]] = {}
+    stated: dict[Edge, tuple[str, str]] = {}
+    for number, (s, p, o) in enumerate(edges, start=1):
         if (o, p, s) in stated:
+            by_subject[stated[(o, p, s)]][1].append(number)
             continue
-        stated.add((s, p, o))
-        objects = by_subject.setdefault((s, p), [])
+        stated[(s, p, o)] = (s, p)
+        objects, numbers = by_subject.setdefault((s, p), ([], []))
+        numbers.append(number)
         if o not in objects:
             objects.append(o)
-    groups: dict[tuple[str, ...], tuple[list[str], str, list[str]]] = {}
-    for (s, p), objects in by_subject.items():
+    groups: dict[tuple[str, ...], tuple[list[str], str, list[str], list[int]]] = {}
+    for (s, p), (objects, numbers) in by_subject.items():
         key = ("one", p, objects[0]) if len(objects) == 1 else ("many", s, p)
-        groups.setdefault(key, ([], p, objects))[0].append(s)
-    return " ".join(_sentence(subjects, p, objects) for subjects, p, objects in groups.values())
+        group = groups.setdefault(key, ([], p, objects, []))
+        group[0].append(s)
+        group[3].extend(numbers)
+    return " ".join(_marked(_sentence(subjects, p, objects), numbers)
+                    for subjects, p, objects, numbers in groups.values())
+
+
+def _marked(sentence: str, numbers: list[int]) -> str:
+    """``"The capital of France is Paris [1]."``: the marks before the sentence's last stop."""
+    marks = "".join(f"[{n}]" for n in sorted(set(numbers)))
+    return f"{sentence[:-1]} {marks}{sentence[-1]}"
 
 
 def _sentence(subjects: list[str], predicate: str, objects: list[str]) -> str:

@@ -17,11 +17,12 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pyoxigraph import Triple
+from pyoxigraph import Quad, Triple
 
 from server import vocab
 from server.config import Config
 from server.errors import BadRequest, ErrorType, GlassgraphError, LLMFailed, NotFound
+from server.explain import wire
 from server.explain.recorder import ExplainRecorder, RecordError, selection_facts
 from server.rag.choice import choose_edges
 from server.rag.llm import LLM, NO_ANSWER, LLMError
@@ -68,18 +69,24 @@ class GraphRag:
         """Session, retrieval, selection, synthesis and answer, each stage's messages as it runs;
         ``progress.stage`` names the stage in hand."""
         if recorder:
-            yield self._explain(recorder.session(question))
+            yield self._explain(recorder.session(question), recorder.written)
         progress.stage = "retrieval"
         graph = self.retriever.get_labelgraph(question, collection, limits)
-        if recorder:
-            yield self._explain(recorder.retrieval(len(graph.uri_map)))
-        progress.stage = "selection"
+        triples = {edge_id: Triple(*terms) for edge_id, terms in graph.uri_map.items()}
         labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
+        if recorder:
+            iri = recorder.retrieval(len(graph.uri_map), triples.values(), graph.seeds)
+            yield self._explain(iri, recorder.written + wire.label_quads(
+                ((triples[edge_id], labeled[edge_id]) for edge_id in graph.edge_ids), collection))
+        progress.stage = "selection"
         choice = choose_edges(self.llm, question, labeled, graph.relation_aliases)
         if recorder:
-            yield self._explain(recorder.selection(
-                [(Triple(*graph.uri_map[edge_id]), reasoning, by) for edge_id, reasoning, by in choice.edges],
-                selection_facts(choice)))
+            chosen = [triples[edge_id] for edge_id, _, _ in choice.edges]
+            iri = recorder.selection([(triples[edge_id], reasoning, by) for edge_id, reasoning, by in choice.edges],
+                                     selection_facts(choice))
+            labels = wire.label_quads(((triples[edge_id], labeled[edge_id]) for edge_id, _, _ in choice.edges),
+                                      collection)
+            yield self._explain(iri, recorder.written + labels + wire.source_quads(self.store, chosen, collection))
         progress.stage = "synthesis"
         pieces = []
         answer = self.llm.answer(question, [labeled[edge_id] for edge_id, _, _ in choice.edges]) if choice.edges \
@@ -92,9 +99,9 @@ class GraphRag:
             raise LLMFailed("the LLM returned an empty answer")
         progress.stage = "answer"
         if recorder:
-            answer_iri = recorder.answer("".join(pieces), choice.outcome)
+            answer_iri = recorder.answer("".join(pieces), choice.outcome, len(choice.edges))
             progress.stage = "done"
-            yield self._explain(answer_iri)
+            yield self._explain(answer_iri, recorder.written)
         progress.outcome = choice.outcome
 
     def _check(self, question: str, collection: str) -> None:
@@ -107,9 +114,11 @@ class GraphRag:
         if not known:
             raise NotFound(f"no collection {collection!r}")
 
-    def _explain(self, explain_id: str) -> GraphRagResponse:
+    def _explain(self, explain_id: str, quads: list[Quad]) -> GraphRagResponse:
+        """An explain message with the step's triples inline (``explain_triples``)."""
         return GraphRagResponse("explain", explain_id=explain_id, explain_collection=self.store.explain_collection,
-                                explain_kind=vocab.explain_kind(explain_id))
+                                explain_kind=vocab.explain_kind(explain_id),
+                                explain_triples=[wire.quad_wire(quad) for quad in quads])
 
     def _fail(self, recorder: ExplainRecorder | None, error_type: ErrorType, message: str) -> GraphRagResponse:
         self._record_error(recorder, error_type, message)

@@ -1,24 +1,31 @@
 /* Ask: POSTs the question to /api/graph-rag and reads the Server-Sent Events stream with fetch.
-   Each explain event gets a row whose content the server renders (/console/trace/part);
-   answer chunks are appended as they arrive; the end links to the trace page. */
+   Each step has a placeholder ("Retrieving…") with its running time until its explain event arrives; the
+   event's explain_triples fill it in (GlassExplain, GlassSteps: no second request per step) and, once the
+   edges are selected, draw the graph (GlassGraph). The answer sits on top, its [n] marks linked to the
+   edges; Stop aborts the request (the server records the session as cancelled). */
 "use strict";
 
 (() => {
   const form = document.getElementById("ask-form");
   const input = document.getElementById("question");
   const button = document.getElementById("ask-button");
+  const stop = document.getElementById("stop-button");
   const live = document.getElementById("live");
   const events = document.getElementById("events");
+  const answerCard = document.getElementById("answer-card");
   const answer = document.getElementById("answer");
+  const status = document.getElementById("answer-status");
   const errorBox = document.getElementById("ask-error");
   const traceLink = document.getElementById("trace-link");
-  const HEADINGS = {  // by the explain message's explain_kind: no IRI is parsed here
-    session: "Session started",
-    retrieval: "Edges retrieved",
-    selection: "Edges selected",
-    answer: "Answer recorded",
-  };
-  let sessionIri = null;
+  const graphCard = document.getElementById("graph-card");
+  const panel = document.getElementById("ask-graph-panel");
+  const STEPS = [  // by the explain message's explain_kind: no IRI is parsed here
+    { kind: "session", running: "Starting the session…", done: "Session started" },
+    { kind: "retrieval", running: "Retrieving…", done: "Edges retrieved" },
+    { kind: "selection", running: "Selecting…", done: "Edges selected" },
+    { kind: "answer", running: "Writing the answer…", done: "Answer recorded" },
+  ];
+  let run = null;  // the question in progress: its controller, steps, index and timer
 
   function numberOf(id) {
     const value = Number(document.getElementById(id).value);
@@ -30,49 +37,116 @@
     errorBox.hidden = false;
   }
 
-  async function explain(message) {
-    const iri = message.explain_id || "";
-    const kind = Object.hasOwn(HEADINGS, message.explain_kind || "") ? message.explain_kind : "other";
-    const heading = HEADINGS[kind] || "Explain event";
-    if (kind === "session") sessionIri = iri;
-    const item = document.createElement("li");
-    item.className = `event event-${kind}`;
-    item.dataset.iri = iri;
-    const title = document.createElement("h3");
-    title.textContent = heading;
-    const detail = document.createElement("p");
-    detail.className = "muted";
-    detail.textContent = iri;
-    item.append(title, detail);
-    events.append(item);
-    if (kind === "other") return;
-    try {
-      const response = await fetch(`/console/trace/part?id=${encodeURIComponent(iri)}`, { headers: { Accept: "text/html" } });
-      if (response.ok) {
-        item.innerHTML = await response.text();  // rendered and escaped by the server's templates
-        item.classList.add("loaded");
+  function setStatus(outcome) {
+    status.textContent = outcome;
+    status.className = `badge badge-${outcome}`;
+    status.hidden = false;
+    live.dataset.outcome = outcome;
+  }
+
+  /** One placeholder per step: heading, state and the step's time. */
+  function placeholders() {
+    return STEPS.map((step) => {
+      const item = GlassSteps.el("li", `event event-${step.kind} pending`);
+      item.dataset.step = step.kind;
+      const head = GlassSteps.el("h3");
+      const title = GlassSteps.el("span", "step-title", step.running);
+      const time = GlassSteps.el("span", "step-time muted small");
+      head.append(title, " ", time);
+      const body = GlassSteps.el("div", "step-body");
+      item.append(head, body);
+      events.append(item);
+      return { ...step, item, title, time, body, started: null };
+    });
+  }
+
+  function start(step) {
+    step.started = performance.now();
+    step.item.classList.replace("pending", "running");
+  }
+
+  function tick() {
+    for (const step of run.steps) {
+      if (step.item.classList.contains("running")) step.time.textContent = `${Math.round(performance.now() - step.started)} ms`;
+    }
+  }
+
+  function explain(message) {
+    const step = run.steps.find((s) => s.kind === message.explain_kind);
+    if (!step) return;
+    run.index.add(message.explain_triples);
+    const view = GlassExplain.view(run.index);
+    step.time.textContent = `${Math.round(performance.now() - step.started)} ms`;
+    step.item.classList.replace("running", "done");
+    step.item.classList.add("loaded");
+    step.item.dataset.iri = message.explain_id || "";
+    step.title.textContent = step.done;
+    if (step.kind === "session") {
+      run.session = message.explain_id;
+      live.dataset.session = message.explain_id;
+      step.body.append(GlassSteps.link(`/console/trace?id=${encodeURIComponent(message.explain_id)}`, message.explain_id));
+    } else if (step.kind === "retrieval") {
+      step.body.append(GlassSteps.retrieval(view));
+    } else if (step.kind === "selection") {
+      step.body.append(GlassSteps.selection(view));
+      run.selected = view.selected.length;
+      graphCard.hidden = false;
+      GlassGraph.draw(document.getElementById("ask-graph"), view, panel);
+    } else if (step.kind === "answer") {
+      if (run.index.value(message.explain_id, "https://trustgraph.ai/ns/outcome") === "no-answer") {
+        const outcome = GlassSteps.el("p", "outcome");
+        outcome.append(GlassSteps.el("span", "badge badge-no-answer", "no-answer"),
+          " The knowledge graph does not answer this question.");
+        step.body.append(outcome);
       }
-    } catch (ignored) { /* the row keeps the IRI */ }
+      step.body.append(GlassSteps.el("p", "muted", "The answer text is stored with the trace."));
+    }
+    const next = run.steps[run.steps.indexOf(step) + 1];
+    if (next) start(next);
   }
 
   function handle(message) {
     if (message.message_type === "explain") {
       explain(message);
     } else if (message.response) {
+      if (!answer.textContent) answerCard.scrollIntoView({ block: "start" });
       answer.textContent += message.response;
     }
-    if (message.error) showError(`${message.error.type}: ${message.error.message}`);
-    if (message.outcome === "no-answer") answer.classList.add("no-answer");
-    if (message.end_of_session) finish();
+    if (message.error) {
+      showError(`${message.error.type}: ${message.error.message}`);
+      run.outcome = "failed";
+    }
+    if (message.outcome) run.outcome = message.outcome;
+  }
+
+  function focusEdge(number) {
+    GlassGraph.focus("ask-graph", number, panel);
+    const item = document.getElementById(`edge-${number}`);
+    if (item) item.classList.add("focused");
   }
 
   function finish() {
+    clearInterval(run.timer);
     button.disabled = false;
+    stop.hidden = true;
     live.classList.remove("streaming");
-    if (sessionIri) {
-      traceLink.querySelector("a").href = `/console/trace?id=${encodeURIComponent(sessionIri)}`;
+    for (const step of run.steps) {
+      if (!step.item.classList.contains("done")) {
+        step.item.classList.remove("pending", "running");
+        step.item.classList.add("stopped");
+        step.title.textContent = `${step.running.replace("…", "")}: stopped`;
+      }
+    }
+    const outcome = run.outcome || "failed";
+    setStatus(outcome);
+    answer.classList.toggle("no-answer", outcome === "no-answer");
+    if (outcome === "answered") GlassSteps.markAnswer(answer, run.selected || 0, focusEdge);
+    if (run.session) {
+      traceLink.querySelector("a").href = `/console/trace?id=${encodeURIComponent(run.session)}`;
       traceLink.hidden = false;
     }
+    answerCard.scrollIntoView({ block: "start" });
+    live.dataset.done = "true";
   }
 
   /** Feeds each complete SSE event ("data:" lines up to a blank line) to handle(). */
@@ -88,15 +162,28 @@
   }
 
   async function ask(question) {
-    sessionIri = null;
+    if (run) {
+      run.controller.abort();
+      clearInterval(run.timer);
+    }
     events.replaceChildren();
     answer.textContent = "";
     answer.classList.remove("no-answer");
+    status.hidden = true;
     errorBox.hidden = true;
     traceLink.hidden = true;
+    graphCard.hidden = true;
     live.hidden = false;
+    delete live.dataset.done;
+    delete live.dataset.session;
+    delete live.dataset.outcome;
     live.classList.add("streaming");
     button.disabled = true;
+    stop.hidden = false;
+    run = { controller: new AbortController(), steps: placeholders(), index: new GlassExplain.Index(),
+            session: null, outcome: null, selected: 0 };
+    run.timer = setInterval(tick, 100);
+    start(run.steps[0]);
     const url = new URL(location.href);
     url.searchParams.set("q", question);
     history.replaceState(null, "", url);
@@ -110,36 +197,44 @@
       max_subgraph_size: numberOf("max_subgraph_size"),
       max_path_length: numberOf("max_path_length"),
     };
+    const current = run;
     try {
       const response = await fetch("/api/graph-rag", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
         body: JSON.stringify(body),
+        signal: current.controller.signal,
       });
       if (!response.ok || !response.body) {
         showError(`Error ${response.status}: ${GlassDownload.errorMessage(await response.text())}`);
-        finish();
-        return;
+      } else {
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer = consume(buffer + decoder.decode(value, { stream: true }));
+        }
+        consume(buffer + decoder.decode() + "\n\n");
       }
-      const reader = response.body.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer = consume(buffer + decoder.decode(value, { stream: true }));
-      }
-      consume(buffer + decoder.decode() + "\n\n");
     } catch (failure) {
-      showError(`The stream broke: ${failure.message}`);
+      if (failure.name === "AbortError") {
+        current.outcome = "cancelled";
+      } else {
+        showError(`The stream broke: ${failure.message}`);
+      }
     }
-    finish();
+    if (run === current) finish();
   }
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const question = input.value.trim();
     if (question) ask(question);
+  });
+  stop.addEventListener("click", () => {
+    if (run) run.controller.abort();
   });
   for (const chip of document.querySelectorAll("[data-question]")) {
     chip.addEventListener("click", () => {

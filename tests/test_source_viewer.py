@@ -1,0 +1,90 @@
+"""The source viewer and the neighbourhood over HTTP on a real server (no browser): the highlighted span (a chunk
+in its page by its recorded offsets; a fact's line in its chunk), the passage as JSON, and bad input refused
+with a 4xx, never a 500."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from html import unescape
+
+import pytest
+import requests
+from live_server import LiveServer, serve
+from pyoxigraph import Triple
+
+from server import vocab
+from server.store import GraphStore
+from server.vocab import ENTITY, RELATION
+
+CAPITAL = Triple(ENTITY.france, RELATION.capital, ENTITY.paris)
+PAGE_TEXT = "Portugal lies west of Spain.\nIts capital is Lisbon, on the Tagus.\nIt uses the euro."
+CHUNK = (29, 38)  # offset, length of the second line in PAGE_TEXT
+
+
+@pytest.fixture
+def server(france_store: GraphStore) -> Iterator[LiveServer]:
+    """The France graph plus an ingested-style document whose chunk records its span in its page."""
+    src = vocab.source_graph("default")
+    doc, page, chunk = vocab.document_iri("pt"), vocab.page_iri("pt", 1), vocab.chunk_iri("pt", 1, 2)
+    offset, length = CHUNK
+    france_store.extend([*vocab.document_quads(src, doc, "Portugal"), *vocab.page_quads(src, page, "Page 1", doc),
+                         *vocab.content_quads(page, PAGE_TEXT),
+                         *vocab.chunk_quads(src, chunk, "Chunk 2", page, (2, offset, length)),
+                         *vocab.content_quads(chunk, PAGE_TEXT[offset:offset + length])])
+    live = serve(france_store)
+    yield live
+    live.close()
+
+
+def marked(html: str) -> str:
+    [span] = re.findall(r'<mark id="span">(.*?)</mark>', html, re.DOTALL)
+    return unescape(span)
+
+
+def test_a_chunk_with_a_recorded_span_is_highlighted_in_its_page(server: LiveServer) -> None:
+    response = requests.get(server.url + "/console/source", params={"id": vocab.chunk_iri("pt", 1, 2).value})
+    assert response.status_code == 200
+    offset, length = CHUNK
+    assert marked(response.text) == PAGE_TEXT[offset:offset + length]
+    assert "Portugal</a> › <a" in response.text and "Chunk 2</span>" in response.text
+
+
+def test_a_facts_line_is_highlighted_in_its_chunk_and_sent_as_json(server: LiveServer) -> None:
+    chunk = vocab.chunk_iri("fr", 4, 2).value
+    edge = f"<<( <{CAPITAL.subject.value}> <{CAPITAL.predicate.value}> <{CAPITAL.object.value}> )>>"
+    page = requests.get(server.url + "/console/source", params={"id": chunk, "edge": edge})
+    assert marked(page.text) == "The capital of France is Paris."
+    passage = requests.get(server.url + "/console/source/passage", params={"id": chunk, "edge": edge}).json()
+    assert passage["text"][slice(*passage["span"])] == "The capital of France is Paris."
+    other = requests.get(server.url + "/console/source/passage", params={
+        "id": chunk, "edge": f"<<( <{ENTITY.spain.value}> <{RELATION.capital.value}> <{ENTITY.madrid.value}> )>>"})
+    assert other.json()["span"] is None  # the passage does not name the fact
+
+
+@pytest.mark.parametrize(("path", "params", "status"), [
+    ("/console/source", {}, 400),
+    ("/console/source", {"id": "not an iri"}, 400),
+    ("/console/source", {"id": "urn:x:nothing"}, 404),
+    ("/console/source", {"id": vocab.chunk_iri("fr", 4, 2).value, "edge": "<<( not a triple )>>"}, 400),
+    ("/console/source", {"id": vocab.chunk_iri("fr", 4, 2).value,  # two statements smuggled in one
+                         "edge": "<<( <urn:a> <urn:b> <urn:c> )>> . <urn:d> <urn:e> <urn:f>"}, 400),
+    ("/console/source", {"id": vocab.chunk_iri("fr", 4, 2).value, "edge": "<urn:a> " * 2000}, 400),
+    ("/console/source/passage", {"id": "urn:x:nothing"}, 404),
+    ("/console/source/passage", {"id": vocab.chunk_iri("fr", 4, 2).value, "edge": '"a literal" <urn:b> <urn:c>'},
+     400),
+    ("/console/neighbourhood", {}, 400),
+    ("/console/neighbourhood", {"iri": "not an iri"}, 400),
+])
+def test_bad_input_is_a_client_error(server: LiveServer, path: str, params: dict, status: int) -> None:
+    response = requests.get(server.url + path, params=params, headers={"Accept": "text/html"})
+    assert response.status_code == status, response.text[:300]
+
+
+def test_the_neighbourhood_lists_iri_edges_with_labels(server: LiveServer) -> None:
+    body = requests.get(server.url + "/console/neighbourhood", params={"iri": ENTITY.france.value}).json()
+    edges = {(t["s"]["i"], t["p"]["i"], t["o"]["i"]) for t in body["triples"]
+             if t["p"]["i"] not in (vocab.RDFS.label.value, vocab.RDF.type.value)}
+    assert edges == {(ENTITY.france.value, RELATION.capital.value, ENTITY.paris.value),
+                     (ENTITY.france.value, RELATION.currency.value, ENTITY.euro.value)}  # the motto is a literal
+    labels = {t["s"]["i"]: t["o"]["v"] for t in body["triples"] if t["p"]["i"] == vocab.RDFS.label.value}
+    assert labels[ENTITY.paris.value] == "Paris" and body["complete"] is True
