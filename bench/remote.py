@@ -19,7 +19,9 @@ Each graph is served by its own ``oxigraph serve`` over a backup copy of the cac
 3. Two SPARQL query mixes through Glassgraph on the remote engine (2 workers) against the same mix sent to
    the engine directly, by ``--clients`` clients for ``--seconds`` each: on MetaQA (lookups, neighbourhoods,
    two hops, aggregates, ASK, CONSTRUCT, each naming its graph), and bench/load_http.py's mix on the sample
-   (Factbook) data, on an engine of its own. Target: at least 0.7x the direct throughput.
+   (Factbook) data, on an engine of its own. Target: at least 0.7x the direct throughput. Then the
+   ceiling of the HTTP tiers with no query work: ``ASK {}`` direct, Glassgraph's ``/healthz``, ``ASK {}``
+   through Glassgraph.
 
 Client threads, the scripted LLM, the app tier and the engine share this machine: its cores and load
 average are printed.
@@ -252,6 +254,32 @@ def mix_rows(name: str, app: ProductionServer, engine_url: str, queries: dict[st
     return [direct + ["1.00x"], glass + [f"{glass_rate / direct_rate:.2f}x"]], problems
 
 
+def healthz_call(base: str) -> Callable[[requests.Session, int], Sample]:
+    def call(session: requests.Session, n: int) -> Sample:
+        started = time.perf_counter()
+        try:
+            status = session.get(base + "/healthz", timeout=60).status_code
+        except requests.RequestException:
+            status = 0
+        return Sample("healthz", status, time.perf_counter() - started)
+    return call
+
+
+def ceiling_rows(app: ProductionServer, engine_url: str, clients: int, seconds: float) -> list[list[str]]:
+    """What the HTTP tiers cost with no query work: ``ASK {}`` sent to the engine (the baseline), Glassgraph's
+    ``/healthz`` (its ceiling for any request: no store, no check), and ``ASK {}`` through Glassgraph."""
+    trivial = {"ask-empty": ("json", "ASK {}")}
+    direct, direct_rate = mix_row("ASK {}: oxigraph serve directly (baseline)",
+                                  sparql_call(engine_url + "/query", trivial, ""), clients, seconds)
+    rows = [direct + ["1.00x"]]
+    for label, call in ((f"GET /healthz: Glassgraph ({app.workers} workers)", healthz_call(app.url)),
+                        (f"ASK {{}}: through Glassgraph ({app.workers} workers)",
+                         sparql_call(app.url + "/sparql", trivial, ""))):
+        row, rate = mix_row(label, call, clients, seconds)
+        rows.append(row + [f"{rate / direct_rate:.2f}x"])
+    return rows
+
+
 def factbook_mix(workdir: Path, clients: int, seconds: float) -> tuple[list[list[str]], list[str]]:
     """bench/load_http.py's mix on the sample (Factbook) data, on an engine of its own that answers with the
     union of its graphs as default graph, as Glassgraph's endpoint does."""
@@ -317,12 +345,13 @@ def main(argv: list[str] | None = None) -> int:
                             mix, found = mix_rows("MetaQA", app, server.url, MIX, MIX_PREFIXES, args.clients,
                                                   args.seconds)
                             problems += found
+                            ceiling = ceiling_rows(app, server.url, args.clients, args.seconds)
                     finally:
                         app.close()
         finally:
             llm.close()
         rows, found = factbook_mix(workdir, args.clients, args.seconds)
-        mix += rows
+        mix += rows + ceiling
         problems += found
     print(f"1. Non-LLM retrieval time per question against oxigraph serve on loopback, default limits "
           f"{RetrievalLimits()}; medians in ms; baseline = per-entity pattern traversal over HTTP")
