@@ -83,6 +83,13 @@ def test_ask_draws_an_edge_and_its_reverse_once(page: object, console_url: str, 
     assert reversed_pairs > 0  # borders are stated both ways
     assert graph(page, "ask-graph", "cy => cy.edges().length") == pairs < trace["edge_count"]
     assert graph(page, "ask-graph", "cy => cy.edges('.both').length") == reversed_pairs
+    # each selected edge lists its own source chains, no other edge's (edges with different chains here)
+    shown = page.eval_on_selector_all("#events li.edge", "items => items.map(item => Array.from("
+                                      "item.querySelectorAll('ul.sources > li .chain-node.chain-chunk'), "
+                                      "a => new URL(a.href).searchParams.get('id')))")
+    recorded = [sorted(chain[0]["iri"] for chain in edge["sources"]) for edge in trace["edges"]]
+    assert len({tuple(chunks) for chunks in recorded}) > 1
+    assert [sorted(chunks) for chunks in shown] == recorded
 
 
 def test_trace_graph_shows_an_edges_reason_and_passage_and_opens_nodes(page: object, console_url: str,

@@ -13,8 +13,14 @@ const GlassExplain = (() => {
   const KINDS = { [TG + "Document"]: "Document", [TG + "Page"]: "Page", [TG + "Chunk"]: "Chunk" };
 
   /** A term's identity: an IRI, or the JSON of anything else (literals and triple terms). */
+  /** A term's identity as a string: an IRI as itself, a literal as JSON, a triple term from its parts'
+   * keys (JSON.stringify with a key list would filter the nested terms' keys too, so that every triple
+   * term had one key). */
   function key(term) {
-    return term.t === "i" ? term.i : JSON.stringify(term, Object.keys(term).sort());
+    if (term.t === "i") return term.i;
+    if (term.t === "l") return JSON.stringify([term.v, term.d || "", term.l || ""]);
+    if (term.t === "r") return `<<( ${key(term.r.s)} ${key(term.r.p)} ${key(term.r.o)} )>>`;
+    return `_:${term.b || ""}`;
   }
 
   function lexical(term) {
