@@ -361,7 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: $GLASSGRAPH_STORE or ~/.local/share/glassgraph/store)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = _command(sub, "serve", cmd_serve, "run the development server (SPARQL endpoint, API, console)",
+    serve = _command(sub, "serve", cmd_serve,
+                     "run the server (SPARQL endpoint, API, console): the development server, or with --engine "
+                     "the production set-up on one machine",
                      "glassgraph serve --host 0.0.0.0 --port 8080 --token s3cret\n"
                      "  glassgraph serve --engine oxigraph --workers 4")
     serve.add_argument("--host", help="interface to listen on (default: $GLASSGRAPH_HOST or 127.0.0.1)")
