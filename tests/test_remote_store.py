@@ -6,6 +6,7 @@ store through ``BOTH_BACKENDS`` (conftest); these are the ones only a remote eng
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -28,6 +29,7 @@ from server.bootstrap import connect_store
 from server.config import Config, ConfigError
 from server.errors import StoreUnavailable
 from server.explain.provenance import source_chains
+from server.http.query_workers import PATIENCE_S, WAITING_PER_WORKER
 from server.remote_store import EngineEndpoints, RemoteStore
 from server.sparql_templates import RDF12, RDF_STAR
 from server.store import GraphStore
@@ -140,6 +142,36 @@ def test_a_runaway_query_is_stopped_at_the_deadline_and_the_engine_is_idle_again
     finally:
         store.close()
         engine.close()
+
+
+def test_runaway_queries_forwarded_at_once_are_bounded_by_the_query_workers(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The engine evaluates no more of an anonymous client's queries at once than GLASSGRAPH_QUERY_WORKERS:
+    a query holds its worker's place until the engine has answered, so runaway queries past the queue are
+    refused at once (429) instead of piling up on the engine."""
+    engine = start_engine(tmp_path_factory, "flood", timeout_s=2)
+    store = remote_store(engine.url)
+    try:
+        store.extend([Quad(NamedNode(f"urn:test:s{i}"), RELATION.p, Literal(str(i)), vocab.collection_graph("default"))
+                      for i in range(300)])
+        live = serve(store, query_deadline_s=2.0, query_workers=1)
+        runaway = {"query": "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"}
+        try:
+            with concurrent.futures.ThreadPoolExecutor(1 + WAITING_PER_WORKER) as pool:
+                taken = [pool.submit(requests.get, live.url + "/sparql", params=runaway)
+                         for _ in range(1 + WAITING_PER_WORKER)]
+                time.sleep(1.0)
+                started = time.monotonic()
+                refused = requests.get(live.url + "/sparql", params=runaway)
+                assert time.monotonic() - started < PATIENCE_S  # not queued behind them
+                assert refused.status_code == 429 and "GLASSGRAPH_QUERY_WORKERS" in refused.text, refused.text
+                statuses = sorted(f.result().status_code for f in taken)
+        finally:
+            live.close()
+    finally:
+        store.close()
+        engine.close()
+    assert set(statuses) <= {422, 429} and statuses.count(422) >= 2  # stopped at the deadline, or waited too long
 
 
 # --- several app workers on one engine ------------------------------------------------------------------

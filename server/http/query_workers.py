@@ -262,11 +262,14 @@ class QueryWorkers:
             worker.generation = generation
             return answer
 
-    def check_query(self, task: QueryTask, deadline_s: float) -> CheckedQuery:
-        """``sparql_eval.check_query`` in a query worker: the guard for a query another process evaluates
-        (a remote engine), so that checks take turns as evaluations do, never behind an update's parse."""
+    def check_and_forward(self, task: QueryTask, deadline_s: float,
+                          forward: Callable[[CheckedQuery], Answer]) -> Answer:
+        """``sparql_eval.check_query`` in a query worker, then ``forward`` (a remote engine evaluates the query)
+        with the worker's place still held: the engine runs at most ``size`` of this process's queries at
+        once, and a flood of runaway queries is refused (429) here instead of piling up there. Never behind
+        an update's parse."""
         with self._queries.worker() as worker:
-            return worker.ask(("check", task), deadline_s)
+            return forward(worker.ask(("check", task), deadline_s))
 
     def prepare_update(self, task: UpdateTask, deadline_s: float) -> PreparedUpdate:
         """``sparql_eval.prepare_update`` in the parse worker: a text that would take the lexer or the
