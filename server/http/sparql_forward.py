@@ -6,13 +6,14 @@ place until the engine has answered, so the engine runs at most GLASSGRAPH_QUERY
 worker at once): SERVICE and LOAD are refused as on the embedded store, the text must parse, and whether it
 names a dataset (``FROM``) is read there too, since the server never lexes a client's text. The text is sent
 unchanged except for a ``BASE`` line in front (the endpoint's URL, so relative IRIs mean what they mean here;
-a ``BASE`` of the client's comes later and wins). The dataset is the request's (``default-graph-uri``/``named-
-graph-uri``), else the query's ``FROM``, else the union of all graphs. The engine's answer is parsed as it
-arrives and written again in the negotiated format by the embedded endpoint's own writers, so the row limit,
-the byte limit and the deadline are counted the same way; the engine's body itself may hold at most
-``ENGINE_BYTES_PER_ANSWER_BYTE`` times the byte limit. Past a limit, or at the deadline (the read timeout of
-the request), the connection is closed and the engine's own timeout (``oxigraph serve --timeout-s``) stops the
-evaluation. An allowed SERVICE call is made by the engine itself, not through the relay.
+a ``BASE`` of the client's comes later and wins). The dataset is the request's
+(``default-graph-uri``/``named-graph-uri``), else the query's ``FROM``, else the union of all graphs.
+The engine's answer is parsed as it arrives and written again in the negotiated format by the embedded
+endpoint's own writers, so the row limit, the byte limit and the deadline are counted the same way; the
+engine's body itself may hold at most ``ENGINE_BYTES_PER_ANSWER_BYTE`` times the byte limit. Past a limit, or
+at the deadline (the read timeout of the request), the connection is closed and the engine's own timeout
+(``oxigraph serve --timeout-s``) stops the evaluation. An allowed SERVICE call is made by the engine itself,
+not through the relay.
 """
 from __future__ import annotations
 
