@@ -174,6 +174,35 @@ def test_runaway_queries_forwarded_at_once_are_bounded_by_the_query_workers(
     assert set(statuses) <= {422, 429} and statuses.count(422) >= 2  # stopped at the deadline, or waited too long
 
 
+def test_a_query_the_engine_runs_on_past_its_timeout_keeps_its_place_until_the_engine_has_answered(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Oxigraph's timeout does not stop a sort: the client has its 422 at the deadline, but the query keeps its
+    worker's place while the engine sorts, so the next query waits and is refused (429) instead of running
+    beside it; without that, one client could keep any number of sorts running on the engine."""
+    engine = start_engine(tmp_path_factory, "sort", timeout_s=1)
+    store = remote_store(engine.url)
+    try:
+        store.extend([Quad(NamedNode(f"urn:test:s{i}"), RELATION.p, Literal(str(i)), vocab.collection_graph("default"))
+                      for i in range(2000)])
+        live = serve(store, query_deadline_s=1.0, query_workers=1)
+        try:
+            started = time.monotonic()
+            sort = requests.get(live.url + "/sparql", params={
+                "query": f"SELECT * WHERE {{ ?a <{RELATION.p.value}> ?b . ?c <{RELATION.p.value}> ?d }} "
+                         "ORDER BY ?b ?d LIMIT 1"})
+            assert sort.status_code == 422 and "GLASSGRAPH_DEADLINE" in sort.text, sort.text
+            assert time.monotonic() - started < 1.0 + 3
+            before = _cpu_seconds(engine.process.pid)
+            waited = requests.get(live.url + "/sparql", params={"query": "ASK { ?s ?p ?o }"})
+            assert waited.status_code == 429 and "GLASSGRAPH_QUERY_WORKERS" in waited.text, waited.text
+            assert _cpu_seconds(engine.process.pid) - before > PATIENCE_S / 2  # the engine sorted on meanwhile
+        finally:
+            live.close()
+    finally:
+        store.close()
+        engine.close()
+
+
 # --- several app workers on one engine ------------------------------------------------------------------
 
 def test_gunicorn_workers_share_one_engine(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
