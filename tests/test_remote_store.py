@@ -305,6 +305,24 @@ def test_a_client_chooses_the_dataset_but_no_other_parameter_of_the_engine_reque
     assert sent == [chosen, chosen, [("query", text), ("union-default-graph", "")]]
 
 
+def test_a_resource_as_rdf_asks_the_engine_for_no_more_edges_than_the_row_limit() -> None:
+    """``/resource`` of an IRI with millions of edges must not make the engine send (and this worker hold)
+    all of them before the row limit refuses the page: each direction is asked for one more than the limit."""
+    no_rows = b'{"head":{"vars":["s","p","o","g"]},"results":{"bindings":[]}}'
+    engine = LoopbackListener(reply=no_rows)
+    store = RemoteStore(EngineEndpoints.of(engine.url.removesuffix("/sparql"), query=engine.url))
+    live = serve(store, max_result_rows=10)
+    try:
+        page = requests.get(live.url + "/resource", params={"iri": "urn:test:hub"}, headers={"Accept": "text/turtle"})
+        assert page.status_code == 404, page.text
+    finally:
+        live.close()
+        engine.close()
+    sent = [dict(parse_qsl(body.decode()))["query"] for body in engine.bodies]
+    edges = [text for text in sent if "urn:test:hub" in text]
+    assert len(edges) == 2 and all(text.rstrip().endswith("LIMIT 11") for text in edges), edges
+
+
 # --- configuration: the engine's URLs, credentials and dialect -----------------------------------------------
 
 def test_the_environment_names_each_endpoint_and_the_credentials() -> None:

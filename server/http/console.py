@@ -194,8 +194,8 @@ def resource() -> Response:
     for RDF (TriG, Turtle, N-Triples, N-Quads, RDF/XML, JSON-LD where the data has no triple term)."""
     iri = iri_parameter("iri")
     store, limit = current_store(), current_config().max_result_rows
-    outgoing = store.quads(subject=iri)
-    incoming = (q for q in store.quads(obj=iri) if q.subject != iri)
+    outgoing = store.quads(subject=iri, limit=limit + 1)  # a remote engine would send every edge otherwise
+    incoming = (q for q in store.quads(obj=iri, limit=limit + 1) if q.subject != iri)
     quads = list(islice(chain(outgoing, incoming), limit + 1))
     return linked_data_response(quads, lambda: resource_html(iri), f"nothing is known about <{iri.value}>",
                                 limit=limit)
