@@ -201,6 +201,11 @@ def resource() -> Response:
                                 limit=limit)
 
 
+def _sorted_edges(rows: list[dict], other: str) -> list[dict]:
+    """Edges by graph, predicate and the node at their other end (the templates leave the order to us)."""
+    return sorted(rows, key=lambda row: (row["g"].value, row["p"].value, str(row[other])))
+
+
 def resource_html(node: NamedNode) -> str | tuple[str, int]:
     """The HTML view of ``/resource?iri=``: label, edges both ways, and the sources of each fact.
 
@@ -208,8 +213,8 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
     from there to the chunk, page and document (looked up in that collection's source graph).
     """
     store = current_store()
-    outgoing = store.select("console_resource_out", values={"iri": [node]})
-    incoming = store.select("console_resource_in", values={"iri": [node]})
+    outgoing = _sorted_edges(store.select("console_resource_out", values={"iri": [node]}), "o")
+    incoming = _sorted_edges(store.select("console_resource_in", values={"iri": [node]}), "s")
     labels = store_labels(store, [node] + [row[k] for row in outgoing + incoming for k in ("s", "p", "o", "g")
                                            if k in row])
     edges = [(row, Triple(node, row["p"], row["o"]), "o") for row in outgoing]
