@@ -292,8 +292,9 @@ class QueryWorkers:
         def run() -> None:
             try:
                 answered.set_result(forward(checked))
-            except BaseException as error:  # noqa: BLE001 - handed to the request, if it still waits
-                answered.set_exception(error)
+            except BaseException as error:  # noqa: BLE001 - handed to the request, if it still waits, without
+                error.__context__ = error.__cause__ = None  # the frames that hold the engine's result: pyoxigraph's
+                answered.set_exception(error.with_traceback(None))  # objects may only be dropped on this thread
             finally:
                 self._queries.give_back(worker)
 
