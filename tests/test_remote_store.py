@@ -6,8 +6,10 @@ store through ``BOTH_BACKENDS`` (conftest); these are the ones only a remote eng
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -28,10 +30,15 @@ from server.bootstrap import connect_store
 from server.config import Config, ConfigError
 from server.errors import StoreUnavailable
 from server.explain.provenance import source_chains
+from server.http.query_workers import PATIENCE_S, WAITING_PER_WORKER
 from server.remote_store import EngineEndpoints, RemoteStore
 from server.sparql_templates import RDF12, RDF_STAR
 from server.store import GraphStore
 from server.vocab import ENTITY, RELATION, TG
+
+# pyoxigraph's objects may only be dropped on the thread that made them: one dropped elsewhere (a forwarded
+# query's result, held by an error handed to the request thread) is leaked with this warning
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 
 CAPITAL = Triple(ENTITY.france, RELATION.capital, ENTITY.paris)
 SPELLING = {RDF12: "<<( <https://trustgraph.ai/e/france> <https://trustgraph.ai/r/capital> "
@@ -142,6 +149,65 @@ def test_a_runaway_query_is_stopped_at_the_deadline_and_the_engine_is_idle_again
         engine.close()
 
 
+def test_runaway_queries_forwarded_at_once_are_bounded_by_the_query_workers(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The engine evaluates no more of an anonymous client's queries at once than GLASSGRAPH_QUERY_WORKERS:
+    a query holds its worker's place until the engine has answered, so runaway queries past the queue are
+    refused at once (429) instead of piling up on the engine."""
+    engine = start_engine(tmp_path_factory, "flood", timeout_s=2)
+    store = remote_store(engine.url)
+    try:
+        store.extend([Quad(NamedNode(f"urn:test:s{i}"), RELATION.p, Literal(str(i)), vocab.collection_graph("default"))
+                      for i in range(300)])
+        live = serve(store, query_deadline_s=2.0, query_workers=1)
+        runaway = {"query": "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"}
+        try:
+            with concurrent.futures.ThreadPoolExecutor(1 + WAITING_PER_WORKER) as pool:
+                taken = [pool.submit(requests.get, live.url + "/sparql", params=runaway)
+                         for _ in range(1 + WAITING_PER_WORKER)]
+                time.sleep(1.0)
+                started = time.monotonic()
+                refused = requests.get(live.url + "/sparql", params=runaway)
+                assert time.monotonic() - started < PATIENCE_S  # not queued behind them
+                assert refused.status_code == 429 and "GLASSGRAPH_QUERY_WORKERS" in refused.text, refused.text
+                statuses = sorted(f.result().status_code for f in taken)
+        finally:
+            live.close()
+    finally:
+        store.close()
+        engine.close()
+    assert set(statuses) <= {422, 429} and statuses.count(422) >= 2  # stopped at the deadline, or waited too long
+
+
+def test_a_query_the_engine_runs_on_past_its_timeout_keeps_its_place_until_the_engine_has_answered(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Oxigraph's timeout does not stop a sort: the client has its 422 at the deadline, but the query keeps its
+    worker's place while the engine sorts, so the next query waits and is refused (429) instead of running
+    beside it; without that, one client could keep any number of sorts running on the engine."""
+    engine = start_engine(tmp_path_factory, "sort", timeout_s=1)
+    store = remote_store(engine.url)
+    try:
+        store.extend([Quad(NamedNode(f"urn:test:s{i}"), RELATION.p, Literal(str(i)), vocab.collection_graph("default"))
+                      for i in range(2000)])
+        live = serve(store, query_deadline_s=1.0, query_workers=1)
+        try:
+            started = time.monotonic()
+            sort = requests.get(live.url + "/sparql", params={
+                "query": f"SELECT * WHERE {{ ?a <{RELATION.p.value}> ?b . ?c <{RELATION.p.value}> ?d }} "
+                         "ORDER BY ?b ?d LIMIT 1"})
+            assert sort.status_code == 422 and "GLASSGRAPH_DEADLINE" in sort.text, sort.text
+            assert time.monotonic() - started < 1.0 + 3
+            before = _cpu_seconds(engine.process.pid)
+            waited = requests.get(live.url + "/sparql", params={"query": "ASK { ?s ?p ?o }"})
+            assert waited.status_code == 429 and "GLASSGRAPH_QUERY_WORKERS" in waited.text, waited.text
+            assert _cpu_seconds(engine.process.pid) - before > PATIENCE_S / 2  # the engine sorted on meanwhile
+        finally:
+            live.close()
+    finally:
+        store.close()
+        engine.close()
+
+
 # --- several app workers on one engine ------------------------------------------------------------------
 
 def test_gunicorn_workers_share_one_engine(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -242,6 +308,50 @@ def test_a_client_chooses_the_dataset_but_no_other_parameter_of_the_engine_reque
     text = f"BASE <{live.url}/sparql>\n{query}"
     chosen = [("default-graph-uri", "urn:test:g"), ("query", text)]
     assert sent == [chosen, chosen, [("query", text), ("union-default-graph", "")]]
+
+
+def test_a_resource_as_rdf_asks_the_engine_for_no_more_edges_than_the_row_limit() -> None:
+    """``/resource`` of an IRI with millions of edges must not make the engine send (and this worker hold)
+    all of them before the row limit refuses the page: each direction is asked for one more than the limit."""
+    no_rows = b'{"head":{"vars":["s","p","o","g"]},"results":{"bindings":[]}}'
+    engine = LoopbackListener(reply=no_rows)
+    store = RemoteStore(EngineEndpoints.of(engine.url.removesuffix("/sparql"), query=engine.url))
+    live = serve(store, max_result_rows=10)
+    try:
+        page = requests.get(live.url + "/resource", params={"iri": "urn:test:hub"}, headers={"Accept": "text/turtle"})
+        assert page.status_code == 404, page.text
+    finally:
+        live.close()
+        engine.close()
+    sent = [dict(parse_qsl(body.decode()))["query"] for body in engine.bodies]
+    edges = [text for text in sent if "urn:test:hub" in text]
+    assert len(edges) == 2 and all(text.rstrip().endswith("LIMIT 11") for text in edges), edges
+
+
+def test_the_page_of_a_hub_lists_some_of_its_edges_without_sorting_them_all(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The resource page of an IRI with 300,000 incoming edges: sorting them all to show 500 took the engine
+    minutes on disk (past the store's read timeout: 503) for each anonymous GET; the page takes any 500 and sorts
+    those."""
+    engine = OxigraphServer(tmp_path_factory.mktemp("hub") / "engine", "--timeout-s", "1")  # on disk: its sort is slow
+    store = RemoteStore(EngineEndpoints.of(engine.url), timeout_s=1.0)
+    hub = "urn:test:hub"
+    try:
+        edges = "".join(f"<urn:test:s{i}> <urn:test:p> <{hub}> <urn:test:g> .\n" for i in range(300_000))
+        loaded = requests.post(engine.url + "/store", data=edges.encode(),
+                               headers={"Content-Type": "application/n-quads"})
+        assert loaded.status_code == 204, loaded.text
+        live = serve(store, query_deadline_s=1.0)
+        try:
+            page = requests.get(live.url + "/resource", params={"iri": hub}, headers={"Accept": "text/html"})
+        finally:
+            live.close()
+    finally:
+        store.close()
+        engine.close()
+    assert page.status_code == 200, page.text[:300]
+    listed = sorted(int(n) for n in re.findall(r"urn:test:s(\d+)", page.text))
+    assert len(set(listed)) == 500
 
 
 # --- configuration: the engine's URLs, credentials and dialect -----------------------------------------------

@@ -180,11 +180,16 @@ def resource() -> Response:
     for RDF (TriG, Turtle, N-Triples, N-Quads, RDF/XML, JSON-LD where the data has no triple term)."""
     iri = iri_parameter("iri")
     store, limit = current_store(), current_config().max_result_rows
-    outgoing = store.quads(subject=iri)
-    incoming = (q for q in store.quads(obj=iri) if q.subject != iri)
+    outgoing = store.quads(subject=iri, limit=limit + 1)  # a remote engine would send every edge otherwise
+    incoming = (q for q in store.quads(obj=iri, limit=limit + 1) if q.subject != iri)
     quads = list(islice(chain(outgoing, incoming), limit + 1))
     return linked_data_response(quads, lambda: resource_html(iri), f"nothing is known about <{iri.value}>",
                                 limit=limit)
+
+
+def _sorted_edges(rows: list[dict], other: str) -> list[dict]:
+    """Edges by graph, predicate and the node at their other end (the templates leave the order to us)."""
+    return sorted(rows, key=lambda row: (row["g"].value, row["p"].value, str(row[other])))
 
 
 def resource_html(node: NamedNode) -> str | tuple[str, int]:
@@ -194,8 +199,8 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
     from there to the chunk, page and document (looked up in that collection's source graph).
     """
     store = current_store()
-    outgoing = store.select("console_resource_out", values={"iri": [node]})
-    incoming = store.select("console_resource_in", values={"iri": [node]})
+    outgoing = _sorted_edges(store.select("console_resource_out", values={"iri": [node]}), "o")
+    incoming = _sorted_edges(store.select("console_resource_in", values={"iri": [node]}), "s")
     labels = store_labels(store, [node] + [row[k] for row in outgoing + incoming for k in ("s", "p", "o", "g")
                                            if k in row])
     edges = [(row, Triple(node, row["p"], row["o"]), "o") for row in outgoing]

@@ -26,6 +26,7 @@ flush then holds only the writes since the last one.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import queue
 import resource
@@ -206,13 +207,23 @@ class _Slots:
     @contextmanager
     def worker(self) -> Iterator[_Worker]:
         """A worker for one job, started if its slot has none, put back afterwards if it lives."""
-        worker = self._take()
+        worker = self.take()
         try:
-            if worker is None:
-                worker = self._start()
             yield worker
         finally:
-            self._idle.put(worker if worker is not None and worker.alive else None)
+            self.give_back(worker)
+
+    def take(self) -> _Worker:
+        """A worker, started if its slot has none; the caller must ``give_back`` it."""
+        worker = self._take()
+        try:
+            return worker if worker is not None else self._start()
+        except BaseException:
+            self._idle.put(None)
+            raise
+
+    def give_back(self, worker: _Worker) -> None:
+        self._idle.put(worker if worker.alive else None)
 
     def _take(self) -> _Worker | None:
         busy = Busy(f"{self._busy}: try again shortly ({PATIENCE_S:g} s is the longest wait)", {"Retry-After": "5"})
@@ -262,11 +273,36 @@ class QueryWorkers:
             worker.generation = generation
             return answer
 
-    def check_query(self, task: QueryTask, deadline_s: float) -> CheckedQuery:
-        """``sparql_eval.check_query`` in a query worker: the guard for a query another process evaluates
-        (a remote engine), so that checks take turns as evaluations do, never behind an update's parse."""
-        with self._queries.worker() as worker:
-            return worker.ask(("check", task), deadline_s)
+    def check_and_forward(self, task: QueryTask, deadline_s: float,
+                          forward: Callable[[CheckedQuery], Answer]) -> Answer:
+        """``sparql_eval.check_query`` in a query worker, then ``forward`` (a remote engine evaluates the query)
+        on a thread of its own that keeps the worker's place until the engine has answered; 422 at
+        ``deadline_s`` even if it has not. The engine's timeout does not stop every query (Oxigraph sorts
+        on past it): such a query keeps its place as long as the engine works on it, so the engine runs at
+        most ``size`` of this process's queries at once and more are refused here (429). Never behind an
+        update's parse."""
+        worker = self._queries.take()
+        try:
+            checked = worker.ask(("check", task), deadline_s)
+        except BaseException:
+            self._queries.give_back(worker)
+            raise
+        answered: concurrent.futures.Future[Answer] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                answered.set_result(forward(checked))
+            except BaseException as error:  # noqa: BLE001 - handed to the request, if it still waits, without
+                error.__context__ = error.__cause__ = None  # the frames that hold the engine's result: pyoxigraph's
+                answered.set_exception(error.with_traceback(None))  # objects may only be dropped on this thread
+            finally:
+                self._queries.give_back(worker)
+
+        threading.Thread(target=run, name="engine-query", daemon=True).start()
+        try:
+            return answered.result(timeout=deadline_s)
+        except concurrent.futures.TimeoutError:
+            raise deadline_exceeded(deadline_s) from None
 
     def prepare_update(self, task: UpdateTask, deadline_s: float) -> PreparedUpdate:
         """``sparql_eval.prepare_update`` in the parse worker: a text that would take the lexer or the

@@ -13,6 +13,7 @@ default graph is the union of all graphs. Updates work on the store's real defau
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from flask import Blueprint, Response, render_template, request
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
@@ -126,7 +127,7 @@ def evaluate_query(operation: Operation) -> Response:
     store, workers = current_store(), current_queries()
     if isinstance(store, RemoteStore):
         task = replace(task, deadline_s=config.query_deadline_s)
-        answer = forward_query(store, task, workers.check_query(task, config.query_deadline_s))
+        answer = workers.check_and_forward(task, config.query_deadline_s, partial(forward_query, store, task))
     elif workers is not None:
         answer = workers.run(task, store.generation, config.query_deadline_s)
     else:

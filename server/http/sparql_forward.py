@@ -1,18 +1,21 @@
 """A client's SPARQL query forwarded to the remote engine (``RemoteStore``), with the embedded endpoint's
 guard and limits.
 
-The guard runs first, in a query worker process (``QueryWorkers.check_query``): SERVICE and LOAD are refused
-as on the embedded store, the text must parse, and whether it names a dataset (``FROM``) is read there
-too, since the server never lexes a client's text. The text is sent unchanged except for a ``BASE``
-line in front (the endpoint's URL, so relative IRIs mean what they mean here; a ``BASE`` of the
-client's comes later and wins). The dataset is the request's (``default-graph-uri``/``named-graph-uri``),
-else the query's ``FROM``, else the union of all graphs. The engine's answer is parsed as it arrives
-and written again in the negotiated format by the embedded endpoint's own writers, so the row limit,
-the byte limit and the deadline are counted the same way; the engine's body itself may hold at most
-``ENGINE_BYTES_PER_ANSWER_BYTE`` times the byte limit. Past a limit, or at the deadline (the read
-timeout of the request), the connection is closed and the engine's own timeout (``oxigraph serve
---timeout-s``) stops the evaluation. An allowed SERVICE call is made by the engine itself, not
-through the relay.
+The guard runs first, in a query worker process (``QueryWorkers.check_and_forward``, which holds the worker's
+place until the engine has answered, so the engine runs at most GLASSGRAPH_QUERY_WORKERS queries of each app
+worker at once): SERVICE and LOAD are refused as on the embedded store, the text must parse, and whether it
+names a dataset (``FROM``) is read there too, since the server never lexes a client's text. The text is sent
+unchanged except for a ``BASE`` line in front (the endpoint's URL, so relative IRIs mean what they mean here;
+a ``BASE`` of the client's comes later and wins). The dataset is the request's
+(``default-graph-uri``/``named-graph-uri``), else the query's ``FROM``, else the union of all graphs.
+The engine's answer is parsed as it arrives and written again in the negotiated format by the embedded
+endpoint's own writers, so the row limit, the byte limit and the deadline are counted the same way; the
+engine's body itself may hold at most ``ENGINE_BYTES_PER_ANSWER_BYTE`` times the byte limit. Past a limit, or
+at the deadline (checked between rows and at the end), the connection is closed. The client has its
+422 at the deadline whatever the engine does (``check_and_forward``), but the request waits up to
+``ENGINE_WAIT_S`` for the engine's answer: the engine's own timeout (``oxigraph serve --timeout-s``) stops
+most evaluations, not a sort, and until the engine answers the query keeps its worker's place.
+An allowed SERVICE call is made by the engine itself, not through the relay.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from server.remote_store import RemoteStore
 from server.sparql_templates import render_term
 
 ENGINE_BYTES_PER_ANSWER_BYTE = 4  # the engine's JSON may be this much bigger than the answer written from it
+ENGINE_WAIT_S = 600.0  # the longest a query waits for the engine to answer: its timeout does not stop a sort
 _ACCEPT = "application/sparql-results+json, application/n-triples;q=0.9"
 
 
@@ -68,7 +72,8 @@ def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) ->
     started = time.monotonic()
     try:
         response = store.send("POST", store.endpoints.query, read=True, stream=True,
-                              timeout=(store.timeout[0], deadline_s), data=[("query", text), *_dataset(task, checked)],
+                              timeout=(store.timeout[0], max(deadline_s, ENGINE_WAIT_S)),
+                              data=[("query", text), *_dataset(task, checked)],
                               headers={"Accept": _ACCEPT, "Accept-Encoding": "identity"})
     except StoreUnavailable:
         if time.monotonic() - started >= deadline_s:
