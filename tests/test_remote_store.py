@@ -13,6 +13,8 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote_plus
 
@@ -149,33 +151,42 @@ def test_a_runaway_query_is_stopped_at_the_deadline_and_the_engine_is_idle_again
         engine.close()
 
 
-def test_runaway_queries_forwarded_at_once_are_bounded_by_the_query_workers(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The engine evaluates no more of an anonymous client's queries at once than GLASSGRAPH_QUERY_WORKERS:
-    a query holds its worker's place until the engine has answered, so runaway queries past the queue are
-    refused at once (429) instead of piling up on the engine."""
-    engine = start_engine(tmp_path_factory, "flood", timeout_s=2)
+@contextmanager
+def one_worker_app(tmp_path_factory: pytest.TempPathFactory, name: str, timeout_s: int, subjects: int,
+                   deadline_s: float) -> Iterator[tuple[OxigraphServer, object]]:
+    """An engine of its own (``--timeout-s timeout_s``) holding ``subjects`` triples in the default collection,
+    and the app serving it with one query worker and the deadline ``deadline_s``: (engine, live server)."""
+    engine = start_engine(tmp_path_factory, name, timeout_s=timeout_s)
     store = remote_store(engine.url)
     try:
         store.extend([Quad(NamedNode(f"urn:test:s{i}"), RELATION.p, Literal(str(i)), vocab.collection_graph("default"))
-                      for i in range(300)])
-        live = serve(store, query_deadline_s=2.0, query_workers=1)
-        runaway = {"query": "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"}
+                      for i in range(subjects)])
+        live = serve(store, query_deadline_s=deadline_s, query_workers=1)
         try:
-            with concurrent.futures.ThreadPoolExecutor(1 + WAITING_PER_WORKER) as pool:
-                taken = [pool.submit(requests.get, live.url + "/sparql", params=runaway)
-                         for _ in range(1 + WAITING_PER_WORKER)]
-                time.sleep(1.0)
-                started = time.monotonic()
-                refused = requests.get(live.url + "/sparql", params=runaway)
-                assert time.monotonic() - started < PATIENCE_S  # not queued behind them
-                assert refused.status_code == 429 and "GLASSGRAPH_QUERY_WORKERS" in refused.text, refused.text
-                statuses = sorted(f.result().status_code for f in taken)
+            yield engine, live
         finally:
             live.close()
     finally:
         store.close()
         engine.close()
+
+
+def test_runaway_queries_forwarded_at_once_are_bounded_by_the_query_workers(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The engine evaluates no more of an anonymous client's queries at once than GLASSGRAPH_QUERY_WORKERS:
+    a query holds its worker's place until the engine has answered, so runaway queries past the queue are
+    refused at once (429) instead of piling up on the engine."""
+    runaway = {"query": "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"}
+    with one_worker_app(tmp_path_factory, "flood", 2, 300, 2.0) as (_, live):
+        with concurrent.futures.ThreadPoolExecutor(1 + WAITING_PER_WORKER) as pool:
+            taken = [pool.submit(requests.get, live.url + "/sparql", params=runaway)
+                     for _ in range(1 + WAITING_PER_WORKER)]
+            time.sleep(1.0)
+            started = time.monotonic()
+            refused = requests.get(live.url + "/sparql", params=runaway)
+            assert time.monotonic() - started < PATIENCE_S  # not queued behind them
+            assert refused.status_code == 429 and "GLASSGRAPH_QUERY_WORKERS" in refused.text, refused.text
+            statuses = sorted(f.result().status_code for f in taken)
     assert set(statuses) <= {422, 429} and statuses.count(422) >= 2  # stopped at the deadline, or waited too long
 
 
@@ -184,28 +195,17 @@ def test_a_query_the_engine_runs_on_past_its_timeout_keeps_its_place_until_the_e
     """Oxigraph's timeout does not stop a sort: the client has its 422 at the deadline, but the query keeps its
     worker's place while the engine sorts, so the next query waits and is refused (429) instead of running
     beside it; without that, one client could keep any number of sorts running on the engine."""
-    engine = start_engine(tmp_path_factory, "sort", timeout_s=1)
-    store = remote_store(engine.url)
-    try:
-        store.extend([Quad(NamedNode(f"urn:test:s{i}"), RELATION.p, Literal(str(i)), vocab.collection_graph("default"))
-                      for i in range(2000)])
-        live = serve(store, query_deadline_s=1.0, query_workers=1)
-        try:
-            started = time.monotonic()
-            sort = requests.get(live.url + "/sparql", params={
-                "query": f"SELECT * WHERE {{ ?a <{RELATION.p.value}> ?b . ?c <{RELATION.p.value}> ?d }} "
-                         "ORDER BY ?b ?d LIMIT 1"})
-            assert sort.status_code == 422 and "GLASSGRAPH_DEADLINE" in sort.text, sort.text
-            assert time.monotonic() - started < 1.0 + 3
-            before = _cpu_seconds(engine.process.pid)
-            waited = requests.get(live.url + "/sparql", params={"query": "ASK { ?s ?p ?o }"})
-            assert waited.status_code == 429 and "GLASSGRAPH_QUERY_WORKERS" in waited.text, waited.text
-            assert _cpu_seconds(engine.process.pid) - before > PATIENCE_S / 2  # the engine sorted on meanwhile
-        finally:
-            live.close()
-    finally:
-        store.close()
-        engine.close()
+    with one_worker_app(tmp_path_factory, "sort", 1, 2000, 1.0) as (engine, live):
+        started = time.monotonic()
+        sort = requests.get(live.url + "/sparql", params={
+            "query": f"SELECT * WHERE {{ ?a <{RELATION.p.value}> ?b . ?c <{RELATION.p.value}> ?d }} "
+                     "ORDER BY ?b ?d LIMIT 1"})
+        assert sort.status_code == 422 and "GLASSGRAPH_DEADLINE" in sort.text, sort.text
+        assert time.monotonic() - started < 1.0 + 3
+        before = _cpu_seconds(engine.process.pid)
+        waited = requests.get(live.url + "/sparql", params={"query": "ASK { ?s ?p ?o }"})
+        assert waited.status_code == 429 and "GLASSGRAPH_QUERY_WORKERS" in waited.text, waited.text
+        assert _cpu_seconds(engine.process.pid) - before > PATIENCE_S / 2  # the engine sorted on meanwhile
 
 
 # --- several app workers on one engine ------------------------------------------------------------------
