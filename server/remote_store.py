@@ -43,7 +43,7 @@ from requests.adapters import HTTPAdapter
 
 from server import vocab
 from server.errors import BadRequest, RemoteFailed, StoreUnavailable
-from server.sparql_templates import RDF12, Term, load_template, render_term
+from server.sparql_templates import RDF12, Term, data_line, load_template, render_term
 from server.store import insert_data_update
 from server.store_base import GraphName, QueryResult, StoreBackend, Values, template_text
 
@@ -230,7 +230,7 @@ class RemoteStore(StoreBackend):
             terms = [q.subject, q.predicate, q.object]
             if not isinstance(q.graph_name, DefaultGraph):
                 terms.append(q.graph_name)
-            yield " ".join(render_term(term, True, self.dialect) for term in terms) + " ."
+            yield data_line(terms, self.dialect)
 
     def extend(self, quads: Iterable[Quad]) -> None:
         """One ``INSERT DATA`` request: the engine applies all of it or nothing."""
@@ -241,8 +241,7 @@ class RemoteStore(StoreBackend):
             return
         blocks = []
         for graph, members in by_graph.items():
-            body = "\n".join(" ".join(render_term(t, True, self.dialect) for t in (q.subject, q.predicate, q.object))
-                             + " ." for q in members)
+            body = "\n".join(data_line((q.subject, q.predicate, q.object), self.dialect) for q in members)
             blocks.append(body if isinstance(graph, DefaultGraph) else f"GRAPH {render_term(graph)} {{\n{body}\n}}")
         self.run_update("INSERT DATA {\n" + "\n".join(blocks) + "\n}")
 

@@ -53,6 +53,11 @@ def render_term(term: Term | BlankNode, blank_nodes: bool = False, dialect: str 
     raise TemplateError(f"not an RDF term: {term!r}")
 
 
+def data_line(terms: Sequence[Term | BlankNode], dialect: str = RDF12) -> str:
+    """One statement of ``INSERT DATA`` or N-Quads: its terms (blank nodes allowed) in ``dialect``, then ``.``."""
+    return " ".join(render_term(term, True, dialect) for term in terms) + " ."
+
+
 def _key_vars(key: ValuesKey) -> tuple[str, ...]:
     names = (key,) if isinstance(key, str) else key
     return tuple(name.lstrip("?") for name in names)

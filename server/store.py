@@ -19,7 +19,7 @@ from pyoxigraph import DefaultGraph, NamedNode, Quad, RdfFormat, Store, Triple
 
 from server import vocab
 from server.errors import StoreLocked
-from server.sparql_templates import Term, render_term
+from server.sparql_templates import Term, data_line, render_term
 from server.store_base import GraphName, QueryResult, StoreBackend, Values, graph_options, template_text
 
 __all__ = ["GraphStore", "GraphName", "QueryResult", "graph_options", "store_directory", "insert_data_update"]
@@ -41,8 +41,7 @@ def insert_data_update(graph: GraphName, triples: Sequence[Triple], replace: boo
     if isinstance(graph, NamedNode):
         operations.append(f"CREATE SILENT GRAPH {render_term(graph)}")
     if triples:
-        body = "\n".join(" ".join(render_term(term, True, dialect) for term in (t.subject, t.predicate, t.object))
-                         + " ." for t in triples)
+        body = "\n".join(data_line((t.subject, t.predicate, t.object), dialect) for t in triples)
         operations.append(f"INSERT DATA {{ GRAPH {render_term(graph)} {{\n{body}\n}} }}"
                           if isinstance(graph, NamedNode) else f"INSERT DATA {{\n{body}\n}}")
     return " ;\n".join(operations)
