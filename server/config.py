@@ -18,6 +18,10 @@ def _default_store_path() -> str:
     return os.path.join(base, "glassgraph", "store")
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _env_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
@@ -51,11 +55,15 @@ class Config:
     port: int = 7878  # GLASSGRAPH_PORT
     max_body_bytes: int = 10 * 1024 * 1024  # GLASSGRAPH_MAX_BODY
     body_timeout_s: float = 30.0  # GLASSGRAPH_BODY_TIMEOUT: seconds a request body may take to arrive (408)
-    threads: int = 32  # GLASSGRAPH_THREADS: threads that run requests (server.asgi)
+    threads: int = 64  # GLASSGRAPH_THREADS: threads that run requests (server.asgi); a waiting query holds one
     max_result_rows: int = 100_000  # GLASSGRAPH_MAX_ROWS
     max_result_bytes: int = 64 * 1024 * 1024  # GLASSGRAPH_MAX_RESULT_BYTES: largest SPARQL answer body
     query_deadline_s: float = 30.0  # GLASSGRAPH_DEADLINE: a client's query is stopped past it
-    query_workers: int = 2  # GLASSGRAPH_QUERY_WORKERS: processes that evaluate clients' queries
+    query_workers: int = field(default_factory=lambda: max(2, _cores()))  # GLASSGRAPH_QUERY_WORKERS: processes
+    # that evaluate clients' short queries (default: one per core, at least 2)
+    long_queries: int = field(default_factory=lambda: max(4, 2 * _cores()))  # GLASSGRAPH_LONG_QUERIES: queries
+    # running past 1 s at once, each in a process of its own beside the short ones (429 past it)
+    queue_per_client: int = 256  # GLASSGRAPH_QUEUE_PER_CLIENT: a client's queries waiting at once (429 past it)
     query_memory_mb: int = 2048  # GLASSGRAPH_QUERY_MEMORY: each query worker's memory cap (0: none)
     service_allow: tuple[str, ...] = ()  # GLASSGRAPH_SERVICE_ALLOW: endpoints SERVICE/LOAD may call
     service_timeout_s: float = 10.0  # GLASSGRAPH_SERVICE_TIMEOUT: one SERVICE call, connection to last byte
@@ -155,6 +163,8 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "query_deadline_s": (("GLASSGRAPH_DEADLINE",), "float"),
     "query_workers": (("GLASSGRAPH_QUERY_WORKERS",), "int"),
     "query_memory_mb": (("GLASSGRAPH_QUERY_MEMORY",), "int"),
+    "long_queries": (("GLASSGRAPH_LONG_QUERIES",), "int"),
+    "queue_per_client": (("GLASSGRAPH_QUEUE_PER_CLIENT",), "int"),
     "service_allow": (("GLASSGRAPH_SERVICE_ALLOW",), "list"),
     "service_timeout_s": (("GLASSGRAPH_SERVICE_TIMEOUT",), "float"),
     "service_max_rows": (("GLASSGRAPH_SERVICE_MAX_ROWS",), "int"),

@@ -204,7 +204,7 @@ class RemoteStore(StoreBackend):
             try:
                 yield self
             finally:
-                self.generation += 1
+                self._count_write()
 
     def run_update(self, text: str, base_iri: str | None = None) -> None:
         if base_iri is not None:  # a BASE in the text comes later in the prologue and wins

@@ -22,6 +22,7 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
     """Build the app; ``store`` defaults to the configured one (with the sample data on first start)."""
     from server.bootstrap import open_store
     from server.http.body import install_whole_body_reading
+    from server.http.context import note_requester
     from server.http.errors import install_error_handlers
     from server.http.headers import install_security_headers
     from server.http.ops import install_request_logging
@@ -33,12 +34,11 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
     app.config["MAX_FORM_MEMORY_SIZE"] = config.max_body_bytes
     store = app.extensions["glassgraph.store"] = store if store is not None else open_store(config)
-    if isinstance(store, RemoteStore):  # the engine evaluates; worker processes still check what is sent
-        app.extensions["glassgraph.queries"] = QueryWorkers(None, max(config.query_workers, 1), config.query_memory_mb,
-                                                            store.flush)
-    elif store.path is not None and config.query_workers > 0:
-        app.extensions["glassgraph.queries"] = QueryWorkers(store.path, config.query_workers, config.query_memory_mb,
-                                                            store.flush)
+    if isinstance(store, RemoteStore) or (store.path is not None and config.query_workers > 0):
+        # a remote engine evaluates, but worker processes still check what is sent
+        app.extensions["glassgraph.queries"] = QueryWorkers(
+            None if isinstance(store, RemoteStore) else store.path, max(config.query_workers, 1),
+            config.query_memory_mb, store, config.long_queries, config.queue_per_client)
 
     from server.http import (
         api,
@@ -55,6 +55,7 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
 
     for module in (ops, sparql, sparql_editor, graph_store, api, documents, console, sources, neighbourhood, dataset):
         app.register_blueprint(module.blueprint)
+    app.before_request(note_requester)
     install_whole_body_reading(app)
     install_error_handlers(app)
     install_request_logging(app)
