@@ -10,7 +10,6 @@ means (collections, the explain graph, load listeners) is written once, here.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
@@ -26,11 +25,7 @@ QueryResult = QuerySolutions | QueryBoolean | QueryTriples
 GraphName = NamedNode | DefaultGraph
 Values = dict[ValuesKey, Iterable[Sequence[Term] | Term]]
 LoadListener = Callable[[str, list | None], None]  # (collection, labels added or None)
-# The client on whose behalf the current request writes (the HTTP layer sets it): its own GraphRAG traces
-# are what its queries must see at once (``StoreBackend.required_generation``).
-REQUESTER: ContextVar[str | None] = ContextVar("requester", default=None)
-_TRACING: ContextVar[bool] = ContextVar("tracing", default=False)
-_REQUESTERS_KEPT = 4096
+_TRACING: ContextVar[bool] = ContextVar("tracing", default=False)  # the current write is a GraphRAG trace
 
 
 def graph_options(graph: NamedNode | None) -> dict[str, object]:
@@ -58,9 +53,7 @@ class StoreBackend(ABC):
         self.explain_graph = vocab.explain_graph(explain_collection)
         self.generation = 0  # writes by this process so far: a snapshot older than this is stale
         self.trace_writes = 0  # of those, GraphRAG explanations (record_trace)
-        self.data_generation = 0  # the generation of the last write that was not a trace
-        self._trace_generations: OrderedDict[str, int] = OrderedDict()  # requester -> its last trace's generation
-        self._forgotten_traces = 0  # the newest generation dropped from _trace_generations
+        self.data_generation = 0  # the generation of the last write that was not a trace: queries must see it
         self._load_listeners: list[LoadListener] = []
 
     # --- primitives ------------------------------------------------------------------------------
@@ -162,22 +155,11 @@ class StoreBackend(ABC):
             _TRACING.reset(tracing)
         self.trace_writes += 1
 
-    def required_generation(self, client: str) -> int:
-        """The oldest snapshot a query of ``client`` may be answered on: one that holds every write of
-        data and the traces of ``client``'s own questions (other clients' traces may come later)."""
-        return max(self.data_generation, self._forgotten_traces, self._trace_generations.get(client, 0))
-
     def _count_write(self) -> None:
-        """Count a write that has ended (under the writers' lock): see ``required_generation``."""
+        """Count a write that has ended (under the writers' lock)."""
         self.generation += 1
-        requester = REQUESTER.get()
-        if not _TRACING.get() or requester is None:
+        if not _TRACING.get():
             self.data_generation = self.generation
-            return
-        self._trace_generations[requester] = self.generation
-        self._trace_generations.move_to_end(requester)
-        if len(self._trace_generations) > _REQUESTERS_KEPT:
-            self._forgotten_traces = self._trace_generations.popitem(last=False)[1]
 
     def is_empty(self) -> bool:
         return next(iter(self.quads(limit=1)), None) is None

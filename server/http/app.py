@@ -22,7 +22,6 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
     """Build the app; ``store`` defaults to the configured one (with the sample data on first start)."""
     from server.bootstrap import open_store
     from server.http.body import install_whole_body_reading
-    from server.http.context import note_requester
     from server.http.errors import install_error_handlers
     from server.http.headers import install_security_headers
     from server.http.ops import install_request_logging
@@ -55,7 +54,6 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
 
     for module in (ops, sparql, sparql_editor, graph_store, api, documents, console, sources, neighbourhood, dataset):
         app.register_blueprint(module.blueprint)
-    app.before_request(note_requester)
     install_whole_body_reading(app)
     install_error_handlers(app)
     install_request_logging(app)

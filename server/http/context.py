@@ -10,7 +10,7 @@ from pyoxigraph import DefaultGraph, NamedNode
 from server.config import Config
 from server.errors import Forbidden, Unauthorized
 from server.http.query_workers import QueryWorkers
-from server.store_base import REQUESTER, StoreBackend
+from server.store_base import StoreBackend
 
 
 def current_store() -> StoreBackend:
@@ -29,11 +29,6 @@ def current_queries() -> QueryWorkers | None:
 def current_client() -> str:
     """What a client's requests share, for its fair share of the query workers: its address."""
     return request.remote_addr or "-"
-
-
-def note_requester() -> None:
-    """This request's writes are made on behalf of its client (``store_base.REQUESTER``)."""
-    REQUESTER.set(current_client())
 
 
 def notify_written(graphs: Iterable[NamedNode | DefaultGraph] | None = None) -> None:

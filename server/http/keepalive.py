@@ -8,7 +8,6 @@ worker closes the pipeline, which records the session as cancelled.
 """
 from __future__ import annotations
 
-import contextvars
 import threading
 from collections.abc import Iterator
 from queue import Empty, Queue
@@ -37,8 +36,7 @@ def with_keepalive(messages: Iterator[T], interval_s: float) -> Iterator[T | Non
                 close()
             queue.put(_DONE)
 
-    request_context = contextvars.copy_context()  # the pipeline writes on behalf of the request's client
-    threading.Thread(target=request_context.run, args=(pump,), name="graph-rag-stream", daemon=True).start()
+    threading.Thread(target=pump, name="graph-rag-stream", daemon=True).start()
     try:
         while True:
             try:

@@ -21,11 +21,13 @@ given a new worker, so runaway and heavy queries never hold the places of short 
 process runs at a lower priority (``LONG_NICENESS``), so they take the CPU that short ones leave.
 Health checks, writes and GraphRAG have threads of their own.
 
-Freshness: the server counts its writes (``StoreBackend.generation``); a query is answered on a
-snapshot that holds every write its client must see (``StoreBackend.required_generation``: every
-write of data, and the GraphRAG traces of the client's own questions); a worker whose snapshot is
-older opens a new one first. Other clients' traces need no new snapshot on the query's path: a
-renewer thread opens new snapshots in idle workers ahead of need, at most every ``RENEW_EVERY_S``.
+Freshness: the server counts its writes (``StoreBackend.generation``). A query sent after an
+acknowledged write of data (an update, the Graph Store, an ingest) is answered on a snapshot that holds
+it; a worker whose snapshot is older opens a new one first. GraphRAG's traces, written by every
+question, need no new snapshot on a query's path: a renewer thread opens new snapshots in idle
+workers ahead of need, at most every ``RENEW_EVERY_S``, and a worker whose snapshot has missed writes
+for ``STALE_AFTER_S`` renews it before its next query (busy workers are never idle). So /sparql
+shows a trace within about a second; /api/explain and the console read the store itself, at once.
 Opening a snapshot replays the store's write-ahead log, which grows with every write until the
 server flushes it (after 5,000 trace-sized writes a snapshot took 11 s to open, 10 ms after a
 flush), so the server flushes before a worker opens a new snapshot.
@@ -73,6 +75,7 @@ WAITING_PER_CLIENT = 256  # GLASSGRAPH_QUEUE_PER_CLIENT's default
 LONG_AFTER_S = 1.0  # a query still running after this is a long one
 LONG_NICENESS = 10  # the scheduling priority of a long query's process (higher: less CPU)
 RENEW_EVERY_S = 0.2  # the most often idle workers are given new snapshots after writes
+STALE_AFTER_S = 1.0  # the longest a busy worker answers on a snapshot that misses a trace
 _SERVER = "(server)"  # the client key of the server's own jobs
 _PARENT_CHECK_S = 1.0
 _OPEN_ATTEMPTS, _OPEN_RETRY_S = 10, 0.01  # the n-th retry waits n times _OPEN_RETRY_S
@@ -161,6 +164,7 @@ class _Worker:
 
     def __init__(self, store_path: Path | None, memory_bytes: int) -> None:
         self.generation = -1  # of the snapshot the process holds
+        self.renewed_at = time.monotonic()  # when it last held the store's latest generation
         task_read, task_write = os.pipe()
         reply_read, reply_write = os.pipe()
         self.process = subprocess.Popen(
@@ -205,6 +209,11 @@ class _Worker:
         if reply[0] == "ok":
             return reply[1]
         raise reply[1]
+
+    def renewed(self, generation: int) -> None:
+        """The process answers on a snapshot at ``generation`` now."""
+        if generation != self.generation:
+            self.generation, self.renewed_at = generation, time.monotonic()
 
     @property
     def alive(self) -> bool:
@@ -311,8 +320,8 @@ class QueryWorkers:
     With no ``store_path`` (a remote engine evaluates the queries) the query workers only check queries
     (``check_query``) and open no snapshot.
 
-    ``store`` tells the generations (``StoreBackend.generation``, ``required_generation``) and flushes
-    the server's recent writes before a snapshot is opened.
+    ``store`` tells the generations (``StoreBackend.generation``, ``data_generation``) and flushes the
+    server's recent writes before a snapshot is opened.
     """
 
     def __init__(self, store_path: Path | None, size: int, memory_mb: int, store: StoreBackend,
@@ -329,14 +338,14 @@ class QueryWorkers:
         self._renewer = None if store_path is None else _Renewer(self)
 
     def run(self, task: QueryTask, client: str, deadline_s: float) -> Answer:
-        """``task``'s answer on a snapshot that holds every write ``client`` must see; 422 past
-        ``deadline_s``; 503 when no worker came free within it; 429 past the client's fair share."""
+        """``task``'s answer (see the module docstring for the snapshot); 422 past ``deadline_s``; 503 when
+        no worker came free within it; 429 past ``client``'s fair share or a full long lane."""
         worker = self._queries.take(client, deadline_s)
         place = _Place(self._queries, self._long, worker, lower_priority=True)
         try:
-            generation = self._generation_for(worker, self.store.required_generation(client))
+            generation = self._generation_for(worker, self._required(worker))
             answer = worker.ask(("query", generation, task), deadline_s, place.move_aside)
-            worker.generation = generation
+            worker.renewed(generation)
             return answer
         finally:
             place.release()
@@ -350,12 +359,20 @@ class QueryWorkers:
                 if worker is not None and worker.alive and worker.generation < self.store.generation:
                     generation = self._generation_for(worker, self.store.generation)
                     worker.ask(("renew", generation), _START_TIMEOUT_S)
-                    worker.generation, renewed = generation, renewed + 1
+                    worker.renewed(generation)
+                    renewed += 1
             except GlassgraphError:
                 pass  # the worker is dead: its place starts a new one when next used
             finally:
                 self._queries.places.put(worker if worker is not None and worker.alive else None)
         return renewed
+
+    def _required(self, worker: _Worker) -> int:
+        """The oldest snapshot ``worker`` may answer a query on: every write of data, and every trace once
+        its snapshot has missed writes for ``STALE_AFTER_S``."""
+        if time.monotonic() - worker.renewed_at >= STALE_AFTER_S:
+            return self.store.generation
+        return self.store.data_generation
 
     def _generation_for(self, worker: _Worker, required: int) -> int:
         """The generation ``worker`` answers at: its snapshot's if new enough, else the store's latest
