@@ -7,13 +7,11 @@ refused, and a query sees what its client wrote (data, and the traces of its own
 from __future__ import annotations
 
 import concurrent.futures
-import http.client
 import json
 import threading
-import urllib.parse
 
 import pytest
-from live_server import LiveServer, serve
+from live_server import LiveServer, post_query, serve
 from pyoxigraph import Literal, NamedNode, Quad
 
 from server import vocab
@@ -97,20 +95,6 @@ def test_closing_wakes_the_waiting_callers_with_a_refusal() -> None:
     assert len(failures) == 1 and "shutting down" in str(failures[0])
 
 
-def _post_query(url: str, text: str, source: str = "127.0.0.1", accept: str = "application/sparql-results+json"
-                ) -> tuple[int, bytes]:
-    """POST a query from the loopback address ``source`` (the server tells clients apart by address)."""
-    parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60, source_address=(source, 0))
-    try:
-        connection.request("POST", "/sparql", body=text.encode(),
-                           headers={"Content-Type": "application/sparql-query", "Accept": accept})
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
-
-
 @pytest.fixture
 def slow_server(store: GraphStore) -> LiveServer:
     store.extend([Quad(NamedNode(f"{EX}s{i}"), NamedNode(EX + "p"), Literal(f"v{i}"), vocab.collection_graph("default"))
@@ -127,7 +111,7 @@ def test_a_heavy_client_does_not_starve_a_light_one(slow_server: LiveServer) -> 
     lock = threading.Lock()
 
     def run(source: str, name: str) -> int:
-        status, _ = _post_query(slow_server.url, SLOW, source)
+        status, _ = post_query(slow_server.url, SLOW, source)
         with lock:
             finished.append(name)
         return status
@@ -145,7 +129,7 @@ def test_a_heavy_client_does_not_starve_a_light_one(slow_server: LiveServer) -> 
 def test_twenty_clients_at_once_are_all_answered(slow_server: LiveServer) -> None:
     """Ordinary concurrency queues: 40 queries at once on one worker are all answered, none refused."""
     with concurrent.futures.ThreadPoolExecutor(40) as pool:
-        results = list(pool.map(lambda i: _post_query(slow_server.url, f"ASK {{ <{EX}s{i}> ?p ?o }}"), range(40)))
+        results = list(pool.map(lambda i: post_query(slow_server.url, f"ASK {{ <{EX}s{i}> ?p ?o }}"), range(40)))
     assert [status for status, _ in results] == [200] * 40
     assert all(json.loads(body)["boolean"] is True for _, body in results)
 
@@ -155,16 +139,16 @@ def test_a_data_write_is_seen_at_once_and_a_trace_within_a_moment(store: GraphSt
     renews no snapshot on a query's path, yet is in the answers within a moment (the renewer, STALE_AFTER_S)."""
     server = serve(store, query_workers=1)
     try:
-        assert _post_query(server.url, "ASK { ?s ?p ?o }")[0] == 200  # a worker with a snapshot of the empty store
+        assert post_query(server.url, "ASK { ?s ?p ?o }")[0] == 200  # a worker with a snapshot of the empty store
         store.extend([Quad(NamedNode(EX + "data"), NamedNode(EX + "p"), Literal("x"))])
         for source in ("127.0.0.1", "127.0.0.3"):
-            status, body = _post_query(server.url, f"ASK {{ <{EX}data> ?p ?o }}", source)
+            status, body = post_query(server.url, f"ASK {{ <{EX}data> ?p ?o }}", source)
             assert status == 200 and json.loads(body)["boolean"] is True
         store.record_trace([Quad(NamedNode(EX + "session"), NamedNode(EX + "p"), Literal("t"), store.explain_graph)])
         assert store.data_generation < store.generation
         seen = False
         for _ in range(100):  # 10 s at most; STALE_AFTER_S is 1 s
-            seen = json.loads(_post_query(server.url, f"ASK {{ GRAPH ?g {{ <{EX}session> ?p ?o }} }}")[1])["boolean"]
+            seen = json.loads(post_query(server.url, f"ASK {{ GRAPH ?g {{ <{EX}session> ?p ?o }} }}")[1])["boolean"]
             if seen:
                 break
             threading.Event().wait(0.1)

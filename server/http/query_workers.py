@@ -12,14 +12,15 @@ the guard, the protocol's USING graphs, a proof that it parses). The lexer and p
 can be driven to minutes, gigabytes or a stack overflow by a crafted text; in a worker that costs
 the worker, not the server, and runaway queries never delay a write.
 
-Serving every client: at most ``size`` queries run at once (``GLASSGRAPH_QUERY_WORKERS``, by default
-one per core); more wait for a worker, each client's in a line of its own, served in turn
-(``fair_queue``), for at most their deadline (then 503). A client is refused (429) only past its fair
-share, ``GLASSGRAPH_QUEUE_PER_CLIENT`` queries waiting at once. A query still running after
-``LONG_AFTER_S`` moves to the long lane (``GLASSGRAPH_LONG_QUERIES`` at once, 429 past it): its place is
-given a new worker, so runaway and heavy queries never hold the places of short ones, and its
-process runs at a lower priority (``LONG_NICENESS``), so they take the CPU that short ones leave.
-Health checks, writes and GraphRAG have threads of their own.
+Serving every client: at most ``size`` queries run at once (``GLASSGRAPH_QUERY_WORKERS``, by default one
+per core); more wait for a worker, each client's in a line of its own, served in turn (``fair_queue``),
+for at most their deadline (then 503). A client is refused (429) only past its fair share,
+``GLASSGRAPH_QUEUE_PER_CLIENT`` queries waiting at once. A query that has used ``GLASSGRAPH_LONG_AFTER``
+seconds of CPU (or run five times that) moves to the long lane (``GLASSGRAPH_LONG_QUERIES`` at once, 429
+past it): its place is given another worker, so runaway and heavy queries never hold the places of short
+ones, and its process runs at a lower priority (``LONG_NICENESS``) until it is done, so they take the
+CPU that short ones leave. CPU time, not time, tells a long query: on a loaded machine short ones take
+longer too. Health checks, writes and GraphRAG have threads of their own.
 
 Freshness: the server counts its writes (``StoreBackend.generation``). A query sent after an
 acknowledged write of data (an update, the Graph Store, an ingest) is answered on a snapshot that holds
@@ -72,7 +73,10 @@ if TYPE_CHECKING:
 
 _START_TIMEOUT_S = 60.0
 WAITING_PER_CLIENT = 256  # GLASSGRAPH_QUEUE_PER_CLIENT's default
-LONG_AFTER_S = 1.0  # a query still running after this is a long one
+LONG_AFTER_S = 1.0  # GLASSGRAPH_LONG_AFTER's default: a query that has used this much CPU is a long one...
+LONG_WALL_FACTOR = 5  # ...or one still running after 5 times that (waiting on a SERVICE, or starved of CPU)
+_LONG_CHECK_S = 0.25  # how often a running query's CPU time is read
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 LONG_NICENESS = 10  # the scheduling priority of a long query's process (higher: less CPU)
 RENEW_EVERY_S = 0.2  # the most often idle workers are given new snapshots after writes
 STALE_AFTER_S = 1.0  # the longest a busy worker answers on a snapshot that misses a trace
@@ -183,20 +187,22 @@ class _Worker:
             self.kill()
             raise Unavailable("a query worker process did not start; try again") from None
 
-    def ask(self, job: tuple, deadline_s: float, on_long: Callable[[], None] | None = None) -> object:
+    def ask(self, job: tuple, deadline_s: float, on_long: Callable[[], None] | None = None,
+            long_after_s: float = LONG_AFTER_S) -> object:
         """The result of ``job``; kills the process when the deadline passes or the process dies.
-        ``on_long`` is called once the job has run ``LONG_AFTER_S``; if it raises, the job is stopped."""
+        ``on_long`` is called once the job is a long one: ``long_after_s`` of CPU used, or ``LONG_WALL_FACTOR``
+        times that of time; if it raises, the job is stopped."""
         try:
             self.tasks.send(job)
-            waited = 0.0
-            if on_long is not None and deadline_s > LONG_AFTER_S and not self.replies.poll(LONG_AFTER_S):
-                waited = LONG_AFTER_S
-                try:
-                    on_long()
-                except BaseException:
-                    self.kill()
-                    raise
-            if not self.replies.poll(deadline_s - waited):
+            started, cpu_before = time.monotonic(), self.cpu_seconds()
+            while on_long is not None and not self.replies.poll(min(_LONG_CHECK_S, deadline_s)):
+                if time.monotonic() - started >= deadline_s:
+                    break
+                if (self.cpu_seconds() - cpu_before >= long_after_s
+                        or time.monotonic() - started >= LONG_WALL_FACTOR * long_after_s):
+                    self._went_long(on_long)
+                    on_long = None  # once
+            if not self.replies.poll(max(deadline_s - (time.monotonic() - started), 0)):
                 self.kill()
                 raise deadline_exceeded(deadline_s)
             reply = self.replies.recv()
@@ -209,6 +215,21 @@ class _Worker:
         if reply[0] == "ok":
             return reply[1]
         raise reply[1]
+
+    def _went_long(self, on_long: Callable[[], None]) -> None:
+        try:
+            on_long()
+        except BaseException:
+            self.kill()
+            raise
+
+    def cpu_seconds(self) -> float:
+        """The CPU time the process has used (Linux: /proc); 0 where that cannot be read."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
     def renewed(self, generation: int) -> None:
         """The process answers on a snapshot at ``generation`` now."""
@@ -228,11 +249,29 @@ class _Worker:
 
 class _Pool:
     """Places for workers, handed out fairly between clients (``FairQueue``); a place holds a started
-    worker or None (a worker is started when the place is first used)."""
+    worker or None (a spare worker, else a new one, is put in when the place is first used)."""
 
     def __init__(self, size: int, per_client: int, start: Callable[[], _Worker], what: str) -> None:
-        self._start = start
+        self._start, self._size = start, size
         self.places: FairQueue[_Worker | None] = FairQueue([None] * size, per_client, what)
+        self._spares: list[_Worker] = []  # workers back from the long lane, waiting for an empty place
+        self._spares_lock = threading.Lock()
+
+    def add_spare(self, worker: _Worker) -> None:
+        """Keep ``worker`` for the next empty place (starting a process costs more than a query)."""
+        with self._spares_lock:
+            if len(self._spares) < self._size:
+                self._spares.append(worker)
+                return
+        worker.kill()
+
+    def _spare_or_new(self) -> _Worker:
+        with self._spares_lock:
+            while self._spares:
+                worker = self._spares.pop()
+                if worker.alive:
+                    return worker
+        return self._start()
 
     @contextmanager
     def worker(self, client: str, wait_s: float) -> Iterator[_Worker]:
@@ -247,7 +286,7 @@ class _Pool:
         """A worker, started if its place has none; the caller must ``give_back`` it."""
         worker = self.places.take(client, wait_s)
         try:
-            return worker if worker is not None and worker.alive else self._start()
+            return worker if worker is not None and worker.alive else self._spare_or_new()
         except BaseException:
             self.places.put(None)
             raise
@@ -256,14 +295,16 @@ class _Pool:
         self.places.put(worker if worker.alive else None)
 
     def close(self) -> None:
-        for worker in self.places.close():
+        with self._spares_lock:
+            spares, self._spares = self._spares, []
+        for worker in [*self.places.close(), *spares]:
             if worker is not None:
                 worker.kill()
 
 
 class _LongLane:
-    """Queries still running after ``LONG_AFTER_S``: at most ``size`` at once, each moved out of the way of
-    short ones (see ``_Place.move_aside``)."""
+    """Long queries (see ``_Worker.ask``): at most ``size`` at once, each moved
+    out of the way of short ones (see ``_Place.move_aside``)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -273,7 +314,7 @@ class _LongLane:
         """Admit one long query; 429 when ``size`` of them run already."""
         if self._places is None or not self._places.acquire(blocking=False):
             raise Busy(f"{self.size} long-running queries are running already (GLASSGRAPH_LONG_QUERIES): this "
-                       f"one was stopped after {LONG_AFTER_S:g} s; try it again later", {"Retry-After": "10"})
+                       "one was stopped when it became one; try it again later", {"Retry-After": "10"})
 
     def leave(self) -> None:
         assert self._places is not None
@@ -289,7 +330,7 @@ class _Place:
         self._moved = self._released = False
 
     def move_aside(self) -> None:
-        """The job has run ``LONG_AFTER_S``: it goes to the long lane (429 when that is full), its place
+        """The job has become a long one: it goes to the long lane (429 when that is full), its place
         gets a new worker for short jobs, and its own process runs at a lower priority."""
         with self._lock:
             if self._released:
@@ -304,14 +345,22 @@ class _Place:
                 pass
 
     def release(self) -> None:
-        """Give the worker back, or, after a long job, stop it (its place was given a new one)."""
+        """Give the worker back; after a long job, keep it as a spare at its priority again (its place was
+        given a new one), or stop it where the priority cannot be raised again (no CAP_SYS_NICE)."""
         with self._lock:
             self._released = True
             if not self._moved:
                 self.pool.give_back(self.worker)
                 return
-        self.worker.kill()
         self.lane.leave()
+        try:
+            if self.lower_priority and self.worker.alive:
+                os.setpriority(os.PRIO_PROCESS, self.worker.process.pid, 0)
+        except OSError:
+            self.worker.kill()
+            return
+        if self.worker.alive:
+            self.pool.add_spare(self.worker)
 
 
 class QueryWorkers:
@@ -325,8 +374,9 @@ class QueryWorkers:
     """
 
     def __init__(self, store_path: Path | None, size: int, memory_mb: int, store: StoreBackend,
-                 long_queries: int = 0, per_client: int = WAITING_PER_CLIENT) -> None:
-        self.store = store
+                 long_queries: int = 0, per_client: int = WAITING_PER_CLIENT, long_after_s: float = LONG_AFTER_S
+                 ) -> None:
+        self.store, self.long_after_s = store, long_after_s
 
         def start() -> _Worker:
             return _Worker(store_path, memory_mb * 1024 * 1024)
@@ -344,7 +394,7 @@ class QueryWorkers:
         place = _Place(self._queries, self._long, worker, lower_priority=True)
         try:
             generation = self._generation_for(worker, self._required(worker))
-            answer = worker.ask(("query", generation, task), deadline_s, place.move_aside)
+            answer = worker.ask(("query", generation, task), deadline_s, place.move_aside, self.long_after_s)
             worker.renewed(generation)
             return answer
         finally:
@@ -385,12 +435,13 @@ class QueryWorkers:
 
     def check_and_forward(self, task: QueryTask, client: str, deadline_s: float,
                           forward: Callable[[CheckedQuery], Answer]) -> Answer:
-        """``sparql_eval.check_query`` in a query worker, then ``forward`` (a remote engine evaluates the query)
-        on a thread of its own that keeps the worker's place until the engine has answered; 422 at
-        ``deadline_s`` even if it has not. The engine's timeout does not stop every query (Oxigraph sorts
-        on past it): such a query keeps a place as long as the engine works on it, in the long lane once it
-        has run ``LONG_AFTER_S``, so the engine runs at most ``size`` short and ``GLASSGRAPH_LONG_QUERIES``
-        long queries of this process at once. Never behind an update's parse."""
+        """``sparql_eval.check_query`` in a query worker, then ``forward`` (a remote engine evaluates the query) on a
+        thread of its own that keeps the worker's place until the engine has answered; 422 at ``deadline_s``
+        even if it has not. The engine's timeout does not stop every query (Oxigraph sorts on past it): such
+        a query keeps a place as long as the engine works on it, in the long lane once it has run
+        ``long_after_s`` (the engine's time, not this process's CPU), so the engine runs at most ``size``
+        short and ``GLASSGRAPH_LONG_QUERIES`` long queries of this process at once. Never behind an update's
+        parse."""
         worker = self._queries.take(client, deadline_s)
         try:
             checked = worker.ask(("check", task), deadline_s)
@@ -411,11 +462,11 @@ class QueryWorkers:
 
         threading.Thread(target=run, name="engine-query", daemon=True).start()
         try:
-            return answered.result(timeout=min(LONG_AFTER_S, deadline_s))
+            return answered.result(timeout=min(self.long_after_s, deadline_s))
         except concurrent.futures.TimeoutError:
             place.move_aside()
         try:
-            return answered.result(timeout=max(deadline_s - LONG_AFTER_S, 0))
+            return answered.result(timeout=max(deadline_s - self.long_after_s, 0))
         except concurrent.futures.TimeoutError:
             raise deadline_exceeded(deadline_s) from None
 
