@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -452,6 +453,7 @@ def report(args: argparse.Namespace, levels: list[int], measured: dict[tuple[str
     passed, line = verdict(list(measured.values()) + [mixed, rag], lost, problems)
     for problem in (lost + problems)[:20]:
         print("  PROBLEM:", problem)
+    print(f"(load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores)")
     print(line)
     return 0 if passed else 1
 
