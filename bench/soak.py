@@ -19,7 +19,7 @@ write token and ``GLASSGRAPH_DEADLINE`` lowered to ``--deadline`` (5 s), then ru
   reads nothing until the run ends; then it reads what is left, to tell whether the server dropped it;
 - ``--flood`` anonymous clients looping over ``/``, ``/console/ask``, ``/api/collections`` and
   ``GET /store`` of the librarian graph (whose answer is refused past ``GLASSGRAPH_MAX_ROWS``);
-- one prober timing ``GET /healthz`` every 0.2 s and sampling the worker's RSS from /proc.
+- one prober timing ``GET /healthz`` every 0.2 s, and one sampling the worker's RSS from /proc as often.
 
 Every loop stops by itself at the end of the run or after ``MAX_RATE`` requests a second on average.
 Then every acknowledged write is read back (an ASK per update triple, a GET per graph), every
@@ -125,7 +125,7 @@ class Tally:
     broken_answers: int = 0  # GraphRAG 200s without a session id, or streams without end_of_session
     flood: list[tuple[str, int, float]] = field(default_factory=list)  # (path, status, seconds)
     unread: list[tuple[int, str]] = field(default_factory=list)  # never-reading clients: (status, how it ended)
-    rss_mb: list[float] = field(default_factory=list)  # the worker's, sampled by the prober
+    rss_mb: list[float] = field(default_factory=list)  # the worker's, sampled during the run
     held: int = 0
     held_max: int = 0
     held_longest_s: float = 0.0
@@ -173,7 +173,7 @@ class Soak:
 
     def __init__(self, url: str, settings: Settings, worker: int | None = None) -> None:
         self.url = url
-        self.worker = worker  # the gunicorn worker's pid, whose RSS the prober samples
+        self.worker = worker  # the gunicorn worker's pid, whose RSS is sampled
         self.port = int(url.rsplit(":", 1)[1])
         self.settings = settings
         self.run_id = uuid.uuid4().hex[:8]
@@ -323,9 +323,15 @@ def prober(soak: Soak, client: int) -> None:
                 status = 0
             elapsed = time.perf_counter() - started
             soak.tally.add("health", (status, elapsed))
-            if soak.worker is not None:
-                soak.tally.add("rss_mb", rss_mb(soak.worker))
             soak.sleep(PROBE_EVERY_S - elapsed)
+
+
+def memory_sampler(soak: Soak, client: int) -> None:
+    """The worker's RSS every ``PROBE_EVERY_S``."""
+    for _ in soak.loop():
+        if soak.worker is not None:
+            soak.tally.add("rss_mb", rss_mb(soak.worker))
+        soak.sleep(PROBE_EVERY_S)
 
 
 def slow_client(soak: Soak, client: int, request: bytes = SLOW_HEADER[0], slow_from: int = SLOW_HEADER[1]) -> None:
@@ -482,7 +488,7 @@ def drive(soak: Soak) -> None:
         except Exception as error:  # a bug in the benchmark: it must not just count less
             errors.append(error)
 
-    roles = [(prober, 1), (mixed_client, settings.clients), (runaway_client, settings.runaway),
+    roles = [(prober, 1), (memory_sampler, 1), (mixed_client, settings.clients), (runaway_client, settings.runaway),
              (slow_client, settings.slow), (slow_body_client, settings.slow_body),
              (never_reading_client, settings.never_read), (flood_client, settings.flood)]
     threads = [threading.Thread(target=guarded, args=(role, i), name=f"{role.__name__}-{i}")
