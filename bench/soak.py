@@ -726,9 +726,9 @@ def rows(result: Result) -> list[list[str]]:
         *[[f"flood answers: GET {path} (p50 / p99 ms)", _answers(tally.flood, path)] for path in FLOOD_PATHS],
         ["never-reading clients: status, how each ended", "; ".join(
             f"{status or 'none'} {ended} x{n}" for (status, ended), n in sorted(Counter(tally.unread).items()))],
-        ["worker RSS MB: resting / peak / after the run", f"{result.rss_resting_mb:.0f} / "
-                                                          f"{max(tally.rss_mb, default=0):.0f} / "
-                                                          f"{result.rss_after_mb:.0f} ({result.rss_growth:.2f}x)"],
+        ["worker RSS MB: resting / peak during the run / after it",
+         f"{result.rss_resting_mb:.0f} / {max(tally.rss_mb, default=0):.0f} / {result.rss_after_mb:.0f} "
+         f"({result.rss_growth:.2f}x)"],
         ["5xx", str(sum(1 for status in statuses if status >= 500))],
         ["acknowledged writes", f"{len(tally.updates)} updates, {len(tally.graphs)} graph PUTs"],
         ["lost writes", str(len(result.lost_writes))],
