@@ -19,5 +19,8 @@ def _checked(config: Config) -> Config:
 
 
 config = _checked(Config.from_env())
-app = WsgiBridge(create_app(config), max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
+flask_app = create_app(config)
+if "glassgraph.queries" in flask_app.extensions:
+    flask_app.extensions["glassgraph.queries"].prestart()
+app = WsgiBridge(flask_app, max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
                  threads=config.threads)

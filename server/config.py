@@ -64,6 +64,7 @@ class Config:
     long_queries: int = field(default_factory=lambda: max(4, 2 * _cores()))  # GLASSGRAPH_LONG_QUERIES: queries
     # running past 1 s at once, each in a process of its own beside the short ones (429 past it)
     long_after_s: float = 1.0  # GLASSGRAPH_LONG_AFTER: CPU seconds after which a query is a long one
+    queue_wait_s: float = 30.0  # GLASSGRAPH_QUEUE_WAIT: the longest a query waits for a worker (503 past it)
     queue_per_client: int = 256  # GLASSGRAPH_QUEUE_PER_CLIENT: a client's queries waiting at once (429 past it)
     query_memory_mb: int = 2048  # GLASSGRAPH_QUERY_MEMORY: each query worker's memory cap (0: none)
     service_allow: tuple[str, ...] = ()  # GLASSGRAPH_SERVICE_ALLOW: endpoints SERVICE/LOAD may call
@@ -167,6 +168,7 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "long_queries": (("GLASSGRAPH_LONG_QUERIES",), "int"),
     "queue_per_client": (("GLASSGRAPH_QUEUE_PER_CLIENT",), "int"),
     "long_after_s": (("GLASSGRAPH_LONG_AFTER",), "float"),
+    "queue_wait_s": (("GLASSGRAPH_QUEUE_WAIT",), "float"),
     "service_allow": (("GLASSGRAPH_SERVICE_ALLOW",), "list"),
     "service_timeout_s": (("GLASSGRAPH_SERVICE_TIMEOUT",), "float"),
     "service_max_rows": (("GLASSGRAPH_SERVICE_MAX_ROWS",), "int"),

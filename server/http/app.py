@@ -37,7 +37,8 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
         # a remote engine evaluates, but worker processes still check what is sent
         app.extensions["glassgraph.queries"] = QueryWorkers(
             None if isinstance(store, RemoteStore) else store.path, max(config.query_workers, 1),
-            config.query_memory_mb, store, config.long_queries, config.queue_per_client, config.long_after_s)
+            config.query_memory_mb, store, config.long_queries, config.queue_per_client, config.long_after_s,
+            config.queue_wait_s)
 
     from server.http import (
         api,

@@ -59,7 +59,7 @@ class FairQueue(Generic[T]):
                     line.remove(waiter)
                     if not line and self._lines.get(client) is line:
                         del self._lines[client]
-                    raise Unavailable(f"no {self._what} came free within {wait_s:g} s (GLASSGRAPH_DEADLINE): "
+                    raise Unavailable(f"no {self._what} came free within {wait_s:g} s (GLASSGRAPH_QUEUE_WAIT): "
                                       "the server is overloaded; try again shortly", {"Retry-After": "5"})
         if waiter.item is _CLOSED:
             raise Unavailable("the server is shutting down")

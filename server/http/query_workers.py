@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("glassgraph.queries")
 _START_TIMEOUT_S = 60.0
 WAITING_PER_CLIENT = 256  # GLASSGRAPH_QUEUE_PER_CLIENT's default
+QUEUE_WAIT_S = 30.0  # GLASSGRAPH_QUEUE_WAIT's default: the longest a query waits for a worker
 LONG_AFTER_S = 1.0  # GLASSGRAPH_LONG_AFTER's default: a query that has used this much CPU is a long one
 _LONG_CHECK_S = 0.25  # how often a running query's CPU time is read
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -258,6 +259,16 @@ class _Pool:
         self._spares: list[_Worker] = []  # workers back from the long lane, waiting for an empty place
         self._spares_lock = threading.Lock()
 
+    def prestart(self) -> None:
+        """Put a started worker in every empty free place."""
+        for worker in self.places.take_all_free():
+            try:
+                if worker is None or not worker.alive:
+                    worker = self._spare_or_new()
+            except GlassgraphError:
+                worker = None  # started again when the place is used
+            self.places.put(worker)
+
     def add_spare(self, worker: _Worker) -> None:
         """Keep ``worker`` for the next empty place (starting a process costs more than a query)."""
         with self._spares_lock:
@@ -376,9 +387,9 @@ class QueryWorkers:
     """
 
     def __init__(self, store_path: Path | None, size: int, memory_mb: int, store: StoreBackend,
-                 long_queries: int = 0, per_client: int = WAITING_PER_CLIENT, long_after_s: float = LONG_AFTER_S
-                 ) -> None:
-        self.store, self.long_after_s = store, long_after_s
+                 long_queries: int = 0, per_client: int = WAITING_PER_CLIENT, long_after_s: float = LONG_AFTER_S,
+                 queue_wait_s: float = QUEUE_WAIT_S) -> None:
+        self.store, self.long_after_s, self.queue_wait_s = store, long_after_s, queue_wait_s
 
         def start() -> _Worker:
             return _Worker(store_path, memory_mb * 1024 * 1024)
@@ -389,10 +400,19 @@ class QueryWorkers:
         self._flushed = threading.Lock()
         self._renewer = None if store_path is None else _Renewer(self)
 
+    def prestart(self) -> None:
+        """Start every worker now, in the background, so that the first queries find them ready (a start takes
+        0.3 s on an idle machine, seconds on a loaded one); otherwise each starts on first use."""
+        def start() -> None:
+            self._parser.prestart()
+            self._queries.prestart()
+
+        threading.Thread(target=start, name="query-workers-start", daemon=True).start()
+
     def run(self, task: QueryTask, client: str, deadline_s: float) -> Answer:
         """``task``'s answer (see the module docstring for the snapshot); 422 past ``deadline_s``; 503 when
         no worker came free within it; 429 past ``client``'s fair share or a full long lane."""
-        worker = self._queries.take(client, deadline_s)
+        worker = self._queries.take(client, self.queue_wait_s)
         place = _Place(self._queries, self._long, worker, lower_priority=True)
         try:
             generation = self._generation_for(worker, self._required(worker))
@@ -444,7 +464,7 @@ class QueryWorkers:
         ``long_after_s`` (the engine's time, not this process's CPU), so the engine runs at most ``size``
         short and ``GLASSGRAPH_LONG_QUERIES`` long queries of this process at once. Never behind an update's
         parse."""
-        worker = self._queries.take(client, deadline_s)
+        worker = self._queries.take(client, self.queue_wait_s)
         try:
             checked = worker.ask(("check", task), deadline_s)
         except BaseException:
@@ -475,13 +495,13 @@ class QueryWorkers:
     def prepare_update(self, task: UpdateTask, deadline_s: float) -> PreparedUpdate:
         """``sparql_eval.prepare_update`` in the parse worker: a text that would take the lexer or the
         parser past the deadline, the memory cap or the stack costs that worker, not the server (422)."""
-        with self._parser.worker(_SERVER, deadline_s) as worker:
+        with self._parser.worker(_SERVER, self.queue_wait_s) as worker:
             return worker.ask(("update", task), deadline_s)
 
     def check_syntax(self, task: CheckTask, client: str, deadline_s: float) -> SyntaxProblem | None:
         """``sparql_eval.check_syntax`` in a query worker (a check is as costly as a query's parse, and
         the editor sends one per pause in typing: it must not hold up the updates' parse worker)."""
-        with self._queries.worker(client, deadline_s) as worker:
+        with self._queries.worker(client, self.queue_wait_s) as worker:
             return worker.ask(("syntax", task), deadline_s)
 
     def close(self) -> None:
