@@ -15,9 +15,11 @@ def _checked(config: Config) -> Config:
         raise ValueError(f"GLASSGRAPH_THREADS must be at least 1, got {config.threads}")
     if config.body_timeout_s <= 0:
         raise ValueError(f"GLASSGRAPH_BODY_TIMEOUT must be more than 0 seconds, got {config.body_timeout_s:g}")
+    if config.send_timeout_s <= 0:
+        raise ValueError(f"GLASSGRAPH_SEND_TIMEOUT must be more than 0 seconds, got {config.send_timeout_s:g}")
     return config
 
 
 config = _checked(Config.from_env())
 app = WsgiBridge(create_app(config), max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
-                 threads=config.threads)
+                 threads=config.threads, send_timeout_s=config.send_timeout_s)
