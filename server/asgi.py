@@ -6,6 +6,7 @@ worker holds no data: ``-w N`` runs N of them against the engine. The worker's e
 connections; the Flask app runs in ``GLASSGRAPH_THREADS`` threads (``server/http/asgi.py``).
 """
 from server.config import Config
+from server.http import allocator
 from server.http.app import create_app
 from server.http.asgi import WsgiBridge
 
@@ -21,5 +22,8 @@ def _checked(config: Config) -> Config:
 
 
 config = _checked(Config.from_env())
+# before the store and the request threads start: arenas are bounded for the threads that have none yet
+tuned = config.malloc_arenas > 0 and allocator.tune(config.malloc_arenas)
 app = WsgiBridge(create_app(config), max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
-                 threads=config.threads, send_timeout_s=config.send_timeout_s)
+                 threads=config.threads, send_timeout_s=config.send_timeout_s,
+                 trimmer=allocator.Trimmer() if tuned else None)

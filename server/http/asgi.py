@@ -35,6 +35,7 @@ from uvicorn_worker import UvicornWorker
 
 from server.config import Config
 from server.errors import ContentTooLarge, GlassgraphError, RequestTimeout
+from server.http.allocator import Trimmer
 from server.http.sparql_eval import PARSE_STACK_BYTES
 
 log = logging.getLogger("glassgraph.http")
@@ -77,21 +78,23 @@ class _SendStalled(Exception):
 
 class WsgiBridge:
     """An ASGI app serving a WSGI app: ``WsgiBridge(flask_app, max_body_bytes, body_timeout_s, threads,
-    send_timeout_s)``."""
+    send_timeout_s, trimmer)``."""
 
     def __init__(self, app: WsgiApp, max_body_bytes: int, body_timeout_s: float, threads: int,
-                 send_timeout_s: float = Config.send_timeout_s) -> None:
+                 send_timeout_s: float = Config.send_timeout_s, trimmer: Trimmer | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.send_timeout_s = send_timeout_s
+        self.trimmer = trimmer  # told the size of each request and response, to give memory back after large ones
         threading.stack_size(THREAD_STACK_BYTES)  # for the pool's threads, created from here on
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="wsgi")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan: nothing to start or stop; no websockets
             return
-        send = _sliced(send, self.send_timeout_s)
+        send = _SlicedSend(send, self.send_timeout_s)
+        body = None
         try:
             body = await self._receive_body(scope, receive, send)
             if body is None:
@@ -105,6 +108,9 @@ class WsgiBridge:
         except _SendStalled:
             log.warning("dropped the response to %s %s: the client took none of it for %g s "
                         "(GLASSGRAPH_SEND_TIMEOUT)", scope["method"], scope["path"], self.send_timeout_s)
+        finally:
+            if self.trimmer is not None:
+                self.trimmer.note(len(body or b"") + send.body_bytes)
 
     async def _receive_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The whole body; None when the client left or has been answered 413 or 408."""
@@ -170,8 +176,9 @@ async def _stream(response: _AppResponse, send: Send, gone: asyncio.Event, run: 
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def _sliced(send: Send, timeout_s: float) -> Send:
-    """uvicorn's ``send``, given at most ``PIECE_BYTES`` of a body at a time, each within ``timeout_s``.
+class _SlicedSend:
+    """uvicorn's ``send``, given at most ``PIECE_BYTES`` of a body at a time, each within ``timeout_s``;
+    ``body_bytes`` counts what was sent.
 
     uvicorn's h11 ``send`` waits for room in the transport's buffer (its flow control: ``drain``
     until the buffer is below its low water) *before* writing, then writes the whole message: the
@@ -179,17 +186,21 @@ def _sliced(send: Send, timeout_s: float) -> Send:
     it the connection is aborted: ``transport.close()`` (what uvicorn does after an error) would
     keep the buffer until a client that reads nothing has read it.
     """
-    async def send_slices(message: Message) -> None:
+
+    def __init__(self, send: Send, timeout_s: float) -> None:
+        self.send, self.timeout_s = send, timeout_s
+        self.body_bytes = 0
+
+    async def __call__(self, message: Message) -> None:
         body = message.get("body", b"")
+        self.body_bytes += len(body)
         if len(body) <= PIECE_BYTES:
-            return await _send_within(send, message, timeout_s)
+            return await _send_within(self.send, message, self.timeout_s)
         view, more_body = memoryview(body), message.get("more_body", False)
         for start in range(0, len(view), PIECE_BYTES):
             last = start + PIECE_BYTES >= len(view)
-            await _send_within(send, {"type": "http.response.body", "body": view[start:start + PIECE_BYTES],
-                                      "more_body": more_body or not last}, timeout_s)
-
-    return send_slices
+            await _send_within(self.send, {"type": "http.response.body", "body": view[start:start + PIECE_BYTES],
+                                           "more_body": more_body or not last}, self.timeout_s)
 
 
 async def _send_within(send: Send, message: Message, timeout_s: float) -> None:
