@@ -1,6 +1,6 @@
 """Memory after a burst: does the worker hand back what a burst of large answers took?
 
-``python -m bench.memory_return`` (``--clients 8 --rounds 3 --answer-mb 20 --never-reading 10``) starts
+``python -m bench.memory_return`` (``--clients 8 --rounds 2 --answer-mb 20 --never-reading 6``) starts
 the production command (``tests/production_server.py``) twice over a store holding one graph of
 ``GRAPH_TRIPLES`` triples, with glibc's allocator as it is (``GLASSGRAPH_MALLOC_ARENAS=0``) and as the
 worker sets it by default (bounded arenas, a fixed mmap threshold, a trim after large responses), and
@@ -9,7 +9,8 @@ runs the same burst against each: ``--clients`` clients each reading, ``--rounds
 the store in the worker), while ``--never-reading`` clients ask for the largest answer and read none of
 it (dropped after ``GLASSGRAPH_SEND_TIMEOUT``, lowered to 2 s here). The worker's RSS is read from
 /proc: at rest after a warm-up, at its peak during the burst, and after the burst once the server has
-been idle for ``--settle`` seconds. One table, with the ratio of each to the resting size.
+been idle for ``--settle`` seconds. One table, with the ratio of each to the resting size and how long
+the burst took.
 """
 from __future__ import annotations
 
@@ -143,16 +144,18 @@ def run_variant(arenas: str, args: argparse.Namespace, workdir: Path) -> dict[st
         query = big_query(args.answer_mb)
         sampler = PeakSampler(pid)
         stalled = [never_read(server.port, query) for _ in range(args.never_reading)]
+        started = time.monotonic()
         with ThreadPoolExecutor(args.clients) as pool:
             jobs = range(args.clients * args.rounds * 6)
             received = sum(pool.map(lambda number: job(server.url, number, args.answer_mb), jobs))
+        burst_s = time.monotonic() - started
         time.sleep(SEND_TIMEOUT_S + 1)  # the never-reading clients are dropped by now
         peak = sampler.stop()
         time.sleep(args.settle)
         after = rss_mb(pid)
         for sock in stalled:
             sock.close()
-        return {"resting": resting, "peak": peak, "after": after, "received_mb": received / 1e6}
+        return {"resting": resting, "peak": peak, "after": after, "received_mb": received / 1e6, "burst_s": burst_s}
     finally:
         server.close()
 
@@ -160,9 +163,9 @@ def run_variant(arenas: str, args: argparse.Namespace, workdir: Path) -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--answer-mb", type=float, default=20.0)
-    parser.add_argument("--never-reading", type=int, default=10)
+    parser.add_argument("--never-reading", type=int, default=6)
     parser.add_argument("--settle", type=float, default=3.0, help="idle seconds before reading RSS at rest and after")
     args = parser.parse_args()
     rows = []
@@ -170,11 +173,12 @@ def main() -> None:
         for name, arenas in VARIANTS:
             result = run_variant(arenas, args, Path(tmp))
             rows.append([name, f"{result['resting']:.0f}", f"{result['peak']:.0f}", f"{result['after']:.0f}",
-                         f"{result['after'] / result['resting']:.2f}x", f"{result['received_mb']:.0f}"])
+                         f"{result['after'] / result['resting']:.2f}x", f"{result['received_mb']:.0f}",
+                         f"{result['burst_s']:.1f}"])
     print(f"worker RSS (MB): {args.clients} clients x {args.rounds} rounds of 5 answers of up to "
           f"~{args.answer_mb:g} MB and one GET /store of {GRAPH_TRIPLES:,} triples, {args.never_reading} never-reading "
           f"clients; load average {os.getloadavg()[0]:.1f}")
-    print(_table(["allocator", "resting", "peak", "after burst", "after / resting", "MB read"], rows))
+    print(_table(["allocator", "resting", "peak", "after burst", "after / resting", "MB read", "burst s"], rows))
 
 
 if __name__ == "__main__":
