@@ -55,7 +55,9 @@ class Config:
     port: int = 7878  # GLASSGRAPH_PORT
     max_body_bytes: int = 10 * 1024 * 1024  # GLASSGRAPH_MAX_BODY
     body_timeout_s: float = 30.0  # GLASSGRAPH_BODY_TIMEOUT: seconds a request body may take to arrive (408)
+    send_timeout_s: float = 30.0  # GLASSGRAPH_SEND_TIMEOUT: seconds a response may wait for a client reading none of it
     threads: int = 64  # GLASSGRAPH_THREADS: threads that run requests (server.asgi); a waiting query holds one
+    malloc_arenas: int = 2  # GLASSGRAPH_MALLOC_ARENAS: the worker's glibc malloc arenas (0: glibc's choice, no trim)
     max_result_rows: int = 100_000  # GLASSGRAPH_MAX_ROWS
     max_result_bytes: int = 64 * 1024 * 1024  # GLASSGRAPH_MAX_RESULT_BYTES: largest SPARQL answer body
     query_deadline_s: float = 30.0  # GLASSGRAPH_DEADLINE: a client's query is stopped past it
@@ -159,7 +161,9 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "port": (("GLASSGRAPH_PORT",), "int"),
     "max_body_bytes": (("GLASSGRAPH_MAX_BODY",), "int"),
     "body_timeout_s": (("GLASSGRAPH_BODY_TIMEOUT",), "float"),
+    "send_timeout_s": (("GLASSGRAPH_SEND_TIMEOUT",), "float"),
     "threads": (("GLASSGRAPH_THREADS",), "int"),
+    "malloc_arenas": (("GLASSGRAPH_MALLOC_ARENAS",), "int"),
     "max_result_rows": (("GLASSGRAPH_MAX_ROWS",), "int"),
     "max_result_bytes": (("GLASSGRAPH_MAX_RESULT_BYTES",), "int"),
     "query_deadline_s": (("GLASSGRAPH_DEADLINE",), "float"),
