@@ -13,6 +13,7 @@ from flask import Blueprint, Flask, Response, current_app, jsonify, request, url
 from server.errors import BadRequest, ContentTooLarge, LLMFailed, NotFound
 from server.http.api import pipeline
 from server.http.context import current_config, current_store, require_write_access
+from server.http.multipart import MULTIPART, form_parts
 from server.ingest.catalog import delete_document, document_of_id, existing_document, list_documents
 from server.ingest.documents import Ingester, IngestOptions, chunk_spans, document_id
 from server.ingest.formats import read_document
@@ -70,14 +71,19 @@ def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
     """``(bytes, declared media type, file name, fields)`` of the request: a multipart ``file`` part or the body."""
     fields = {key: request.args[key] for key in ("title", "name", "chunk_size", "chunk_overlap", "replace")
               if key in request.args}
-    if request.mimetype == "multipart/form-data":
-        part = request.files.get("file")
+    if request.mimetype == MULTIPART:
+        parts = {part.name: part for part in reversed(form_parts(request.content_type, request.get_data(cache=False)))}
+        part = parts.get("file")
         if part is None:
             raise BadRequest("a multipart upload needs a part named 'file' holding the document")
-        fields.update({key: value for key, value in request.form.items()
-                       if key in ("title", "chunk_size", "chunk_overlap", "replace")})
-        declared = part.mimetype if part.mimetype not in ("", "application/octet-stream") else None
-        return part.read(), declared, part.filename or None, fields
+        for key in ("title", "chunk_size", "chunk_overlap", "replace"):
+            if key in parts:
+                try:
+                    fields[key] = parts[key].data.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise BadRequest(f"the form field {key!r} is not UTF-8 text") from None
+        declared = part.media_type if part.media_type not in ("", "application/octet-stream") else None
+        return part.data, declared, part.filename, fields
     declared = request.mimetype if request.mimetype not in ("", "application/octet-stream") else None
     return request.get_data(cache=False), declared, fields.get("name"), fields
 
