@@ -68,7 +68,15 @@ _STEPS: dict[str, Callable[[object], object]] = {  # a worker's jobs other than 
     "check": lambda task: check_query(task, whole_parse=True),  # the guard, for a remote engine's query
     "syntax": check_syntax,  # the console editor's marks
     "update": prepare_update,
+    "document": lambda task: _read_document(*task),  # an upload's text (server.http.document_readers)
 }
+
+
+def _read_document(data: bytes, declared: str | None, name: str | None) -> object:
+    """``formats.read_document``, imported on a worker's first document (query workers never load pypdf)."""
+    from server.ingest.formats import read_document
+
+    return read_document(data, declared, name)
 
 
 def _exit_with_parent(parent: int) -> None:

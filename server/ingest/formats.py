@@ -37,7 +37,8 @@ MEDIA_TYPES = (PLAIN, MARKDOWN, HTML, PDF)
 MAX_PDF_PAGES = 10_000
 MAX_PAGES = 10_000  # pages (sections) of one document in every format, counted while reading: 2.5 million Markdown
 # headings took 15 s and +1.2 GB before a count of the pages made
-MAX_PDF_SECONDS = 30.0  # of text extraction: pages may share one huge content stream (100 x 1 MB read in 7 s)
+MAX_PDF_SECONDS = 30.0  # of text extraction, checked between pages (100 x 1 MB read in 7 s); an upload's reader
+# is killed at GLASSGRAPH_DOCUMENT_SECONDS whatever it reads (server.http.document_readers)
 READ_FORMATS = "plain text, Markdown, HTML and PDF"
 
 _EXTENSIONS = {".txt": PLAIN, ".text": PLAIN, ".md": MARKDOWN, ".markdown": MARKDOWN, ".html": HTML,
@@ -267,7 +268,7 @@ def _heading_text(line: str) -> str | None:
 
 
 def _too_many_pages() -> LimitExceeded:
-    return LimitExceeded(f"the document has more than {MAX_PAGES} pages (sections), more than one document may have")
+    return LimitExceeded(f"the document has more than the {MAX_PAGES} pages (sections) one document may have")
 
 
 def _numbered(sections: list[tuple[str | None, str]]) -> list[Page]:
