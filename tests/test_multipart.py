@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from hypothesis import example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from live_server import LiveServer, serve
 
@@ -122,3 +122,12 @@ def test_any_part_headers_are_parts_or_a_clear_refusal_in_bounded_memory(parts: 
         tracemalloc.stop()
     assert peak <= 64 * len(data) + 256 * 1024
     assert all(document.media_type == document.media_type.strip().lower() for document in documents)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(HEADS, st.sampled_from([TURTLE, b"", b"<broken"])), max_size=3))
+def test_any_part_headers_over_http_are_answered_never_with_a_500(server: LiveServer,
+                                                                  parts: list[tuple[bytes, bytes]]) -> None:
+    for post in (post_graph, post_document):
+        response = post(server, body(*parts))
+        assert response.status_code in (200, 201, 202, 204, 400, 413, 415, 422), response.text[:300]
