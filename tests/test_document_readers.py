@@ -17,6 +17,8 @@ from live_server import LiveServer, serve
 from test_ingest import pdf_bytes
 from test_ingest_http import accepted, ingested
 
+from server.errors import UnreadableDocument
+from server.http.document_readers import DocumentReaders
 from server.store import GraphStore
 
 TOKEN = "readers-token"
@@ -107,3 +109,16 @@ def test_a_hostile_pdf_is_stopped_at_its_budget_with_its_worker_killed(server: L
 
     fine = accepted(upload(server, pdf_bytes(["Lisbon is the capital of Portugal."])))  # a new reader
     assert ingested(server, fine["url"])["status"] == "ingested"
+
+
+def test_a_document_past_the_memory_cap_stops_its_reader_and_the_next_is_read() -> None:
+    """48 MB of UTF-16 text decoded (and copied) in a reader of 150 MB: refused, and a new reader reads the
+    next document."""
+    readers = DocumentReaders(budget_s=60, memory_mb=150)
+    try:
+        with pytest.raises(UnreadableDocument, match=r"more than 150 MB of memory \(GLASSGRAPH_DOCUMENT_MEMORY\)"):
+            readers.read(b"\xff\xfe" + ("\U0001F600 a\r\n" * 4_000_000).encode("utf-16-le"), "text/plain", None)
+        assert readers.read(b"Lisbon lies on the Tagus.", "text/plain", None).pages[0].text == \
+            "Lisbon lies on the Tagus."
+    finally:
+        readers.close()

@@ -11,6 +11,8 @@ answer. Nothing is stored or queued before the document has been read.
 """
 from __future__ import annotations
 
+import time
+
 from server.errors import LimitExceeded, UnreadableDocument
 from server.http.query_workers import WAITING_PER_WORKER, _Slots, _Worker
 from server.ingest.formats import Document
@@ -22,7 +24,7 @@ class DocumentReaders:
     """``READERS`` worker processes reading uploads within ``budget_s`` seconds and ``memory_mb`` MB each."""
 
     def __init__(self, budget_s: float, memory_mb: int) -> None:
-        self.budget_s = budget_s
+        self.budget_s, self.memory_mb = budget_s, memory_mb
         self._slots = _Slots(READERS, WAITING_PER_WORKER * READERS, lambda: _Worker(None, memory_mb * 1024 * 1024),
                              "every document reader is busy (uploads are read one at a time)")
 
@@ -30,14 +32,16 @@ class DocumentReaders:
         """``formats.read_document(data, declared, name)`` in a worker: its own refusals (415, 422), or 422 when
         the worker passed its budget or its memory and was killed; 429 when readers are busy too long."""
         with self._slots.worker() as worker:
+            started = time.monotonic()
             try:
                 return worker.ask(("document", (data, declared, name)), self.budget_s)
             except LimitExceeded:
                 if worker.alive:  # a refusal of read_document's own (the page or section limit)
                     raise
-        raise UnreadableDocument(
-            f"reading the document took more than {self.budget_s:g} s (GLASSGRAPH_DOCUMENT_SECONDS) or more memory "
-            "than GLASSGRAPH_DOCUMENT_MEMORY allows: it is too costly to read, and its reader was stopped")
+        cost = f"took more than {self.budget_s:g} s (GLASSGRAPH_DOCUMENT_SECONDS)" \
+            if time.monotonic() - started >= self.budget_s else \
+            f"needed more than {self.memory_mb} MB of memory (GLASSGRAPH_DOCUMENT_MEMORY)"
+        raise UnreadableDocument(f"reading the document {cost}: it is too costly to read, and its reader was stopped")
 
     def close(self) -> None:
         """Stop every reader (the server is shutting down)."""
