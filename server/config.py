@@ -83,6 +83,8 @@ class Config:
     max_answers: int = 8  # GLASSGRAPH_MAX_ANSWERS: GraphRAG answers in progress at once (429 past it)
     max_question_chars: int = 2000  # GLASSGRAPH_MAX_QUESTION: longest GraphRAG question, in characters
     max_document_bytes: int = 32 * 1024 * 1024  # GLASSGRAPH_MAX_DOCUMENT: largest document to ingest
+    document_read_s: float = 30.0  # GLASSGRAPH_DOCUMENT_SECONDS: an upload's text extraction, in its worker process
+    document_memory_mb: int = 2048  # GLASSGRAPH_DOCUMENT_MEMORY: that worker's memory cap (0: none)
 
     @property
     def remote_store(self) -> bool:
@@ -187,4 +189,6 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "max_answers": (("GLASSGRAPH_MAX_ANSWERS",), "int"),
     "max_question_chars": (("GLASSGRAPH_MAX_QUESTION",), "int"),
     "max_document_bytes": (("GLASSGRAPH_MAX_DOCUMENT",), "int"),
+    "document_read_s": (("GLASSGRAPH_DOCUMENT_SECONDS",), "float"),
+    "document_memory_mb": (("GLASSGRAPH_DOCUMENT_MEMORY",), "int"),
 }

@@ -28,9 +28,10 @@ class LiveServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        workers = self.app.extensions.get("glassgraph.queries")
-        if workers is not None:
-            workers.close()
+        for name in ("glassgraph.queries", "glassgraph.documents"):
+            workers = self.app.extensions.get(name)
+            if workers is not None:
+                workers.close()
 
 
 def serve(store: GraphStore, **settings: object) -> LiveServer:

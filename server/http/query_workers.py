@@ -82,15 +82,23 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 LONG_NICENESS = 10  # the scheduling priority of a long query's process (higher: less CPU)
 RENEW_EVERY_S = 0.2  # the most often idle workers are given new snapshots after writes
 STALE_AFTER_S = 1.0  # the longest a busy worker answers on a snapshot that misses a trace
-_SERVER = "(server)"  # the client key of the server's own jobs
+SERVER_CLIENT = "(server)"  # the client key of the server's own jobs (update parses, uploads)
 _PARENT_CHECK_S = 1.0
 _OPEN_ATTEMPTS, _OPEN_RETRY_S = 10, 0.01  # the n-th retry waits n times _OPEN_RETRY_S
 _STEPS: dict[str, Callable[[object], object]] = {  # a worker's jobs other than a query, by name
     "check": lambda task: check_query(task, whole_parse=True),  # the guard, for a remote engine's query
     "syntax": check_syntax,  # the console editor's marks
     "update": prepare_update,
+    "document": lambda task: _read_document(*task),  # an upload's text (server.http.document_readers)
 }
 # A job: ("query", generation, QueryTask), ("renew", generation), or a step's name and its task
+
+
+def _read_document(data: bytes, declared: str | None, name: str | None) -> object:
+    """``formats.read_document``, imported on a worker's first document (query workers never load pypdf)."""
+    from server.ingest.formats import read_document
+
+    return read_document(data, declared, name)
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -495,7 +503,7 @@ class QueryWorkers:
     def prepare_update(self, task: UpdateTask, deadline_s: float) -> PreparedUpdate:
         """``sparql_eval.prepare_update`` in the parse worker: a text that would take the lexer or the
         parser past the deadline, the memory cap or the stack costs that worker, not the server (422)."""
-        with self._parser.worker(_SERVER, self.queue_wait_s) as worker:
+        with self._parser.worker(SERVER_CLIENT, self.queue_wait_s) as worker:
             return worker.ask(("update", task), deadline_s)
 
     def check_syntax(self, task: CheckTask, client: str, deadline_s: float) -> SyntaxProblem | None:
