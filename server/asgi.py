@@ -8,6 +8,7 @@ connections; the Flask app runs in ``GLASSGRAPH_THREADS`` threads (``server/http
 from server.config import Config
 from server.http.app import create_app
 from server.http.asgi import WsgiBridge
+from server.http.write_gate import early_write_refusal
 
 
 def _checked(config: Config) -> Config:
@@ -20,4 +21,4 @@ def _checked(config: Config) -> Config:
 
 config = _checked(Config.from_env())
 app = WsgiBridge(create_app(config), max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
-                 threads=config.threads)
+                 threads=config.threads, check_head=early_write_refusal(config))

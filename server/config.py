@@ -5,6 +5,10 @@ import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from server.explain.retention import Retention
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SPARQL_DIR = PROJECT_ROOT / "sparql"
@@ -71,6 +75,17 @@ class Config:
     max_answers: int = 8  # GLASSGRAPH_MAX_ANSWERS: GraphRAG answers in progress at once (429 past it)
     max_question_chars: int = 2000  # GLASSGRAPH_MAX_QUESTION: longest GraphRAG question, in characters
     max_document_bytes: int = 32 * 1024 * 1024  # GLASSGRAPH_MAX_DOCUMENT: largest document to ingest
+    trace_max_sessions: int = 10_000  # GLASSGRAPH_TRACE_MAX_SESSIONS: GraphRAG traces kept (0: all)
+    trace_max_age_days: float = 0.0  # GLASSGRAPH_TRACE_MAX_AGE_DAYS: older traces are pruned (0: none)
+    question_rate: float = 30.0  # GLASSGRAPH_QUESTION_RATE: anonymous questions a minute per client (0: any)
+    public_url: str | None = None  # GLASSGRAPH_PUBLIC_URL: the server's public base URL (else the Host header)
+    cors_origins: tuple[str, ...] = ()  # GLASSGRAPH_CORS_ORIGINS: origins whose pages may read answers ("*": any)
+
+    @property
+    def retention(self) -> Retention:
+        """The traces' retention policy (``server/explain/retention.py``)."""
+        from server.explain.retention import Retention
+        return Retention(self.trace_max_sessions, self.trace_max_age_days)
 
     @property
     def remote_store(self) -> bool:
@@ -169,4 +184,9 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "max_answers": (("GLASSGRAPH_MAX_ANSWERS",), "int"),
     "max_question_chars": (("GLASSGRAPH_MAX_QUESTION",), "int"),
     "max_document_bytes": (("GLASSGRAPH_MAX_DOCUMENT",), "int"),
+    "trace_max_sessions": (("GLASSGRAPH_TRACE_MAX_SESSIONS",), "int"),
+    "trace_max_age_days": (("GLASSGRAPH_TRACE_MAX_AGE_DAYS",), "float"),
+    "question_rate": (("GLASSGRAPH_QUESTION_RATE",), "float"),
+    "public_url": (("GLASSGRAPH_PUBLIC_URL",), "str"),
+    "cors_origins": (("GLASSGRAPH_CORS_ORIGINS",), "list"),
 }
