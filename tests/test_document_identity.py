@@ -1,8 +1,10 @@
 """A document's identity includes its collection: the same bytes in two collections, chunked two ways,
-keep their own pages, chunks and text; deleting from one leaves the other whole; and a store built
-when ids were the sha256 prefix alone is migrated to that, idempotently.
+keep their own pages, chunks and text; deleting from one leaves the other whole; a store built when
+ids were the sha256 prefix alone is migrated to that, idempotently; and a replace is one transaction.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from pyoxigraph import NamedNode
@@ -13,6 +15,7 @@ from server.ingest.catalog import delete_document, list_documents
 from server.ingest.documents import ID_LENGTH, Ingester, IngestOptions, document_id
 from server.ingest.migrate import migrate_document_ids, old_style_documents
 from server.rag.label_index import LabelIndex
+from server.store import GraphStore
 from server.store_base import StoreBackend
 from server.vocab import PROV, TG
 
@@ -112,3 +115,32 @@ def test_documents_with_no_sha256_are_not_touched(france_store: StoreBackend) ->
     size = len(france_store)
     assert old_style_documents(france_store) == [] and migrate_document_ids(france_store) == 0
     assert len(france_store) == size
+
+
+class CountingStore(GraphStore):
+    """The embedded store, counting its transactions (each ``extend`` and each ``run_update`` is one)."""
+
+    transactions = 0
+
+    def extend(self, quads) -> None:  # noqa: ANN001
+        self.transactions += 1
+        super().extend(quads)
+
+    def run_update(self, text: str, base_iri: str | None = None) -> None:
+        self.transactions += 1
+        super().run_update(text, base_iri)
+
+
+def test_replace_deletes_and_writes_in_one_transaction(tmp_path: Path) -> None:
+    store = CountingStore(tmp_path / "store")
+    ingester = Ingester(store, LabelIndex(store), None)
+    first = ingester.ingest(TEXT, "alpha", name="notes.txt", options=WIDE)
+    before = {q for q in store.raw if q.graph_name != vocab.LIBRARIAN_GRAPH or TG.dataVersion != q.predicate}
+    store.transactions = 0
+    again = ingester.ingest(TEXT, "alpha", name="notes.txt", options=IngestOptions(chunk_size=3000, chunk_overlap=100,
+                                                                                    replace=True))
+    assert store.transactions == 1  # a crash between a delete and a write would have lost the document
+    assert again.id == first.id and not again.unchanged
+    after = {q for q in store.raw if q.graph_name != vocab.LIBRARIAN_GRAPH or TG.dataVersion != q.predicate}
+    changed = {q.predicate for q in before ^ after}
+    assert changed <= {PROV.startedAtTime, PROV.endedAtTime}  # the same extraction, at another time
