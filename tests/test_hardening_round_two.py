@@ -223,11 +223,12 @@ def production(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProductionS
     server.close()
 
 
-def answer_to_head(server: ProductionServer, method: str, path: str, headers: dict[str, str]) -> tuple[int, dict]:
+def answer_to_head(server: ProductionServer | LiveServer, method: str, path: str,
+                   headers: dict[str, str]) -> tuple[int, dict]:
     """Send only a request head that announces a 9.9 MB body; the status and error the server answers."""
-    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Length: 9900000",
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Length: 9900000", "Accept: application/json",
              *(f"{k}: {v}" for k, v in headers.items())]
-    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])), timeout=30) as sock:
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         data = b""
         while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
@@ -249,6 +250,12 @@ def test_a_write_without_the_token_is_refused_before_its_body(production: Produc
     headers = {"Content-Type": content_type, **({"Authorization": authorization} if authorization else {})}
     answered, error = answer_to_head(production, method, path, headers)
     assert answered == status and error["type"] in ("unauthorized", "forbidden")
+
+
+def test_the_development_server_refuses_before_the_body_too(live) -> None:
+    server = live(token=TOKEN)
+    answered, error = answer_to_head(server, "PUT", "/store?graph=urn:x:g", {"Content-Type": "text/turtle"})
+    assert answered == 401 and error["type"] == "unauthorized"
 
 
 def test_writes_with_the_token_and_anonymous_form_queries_still_read_their_body(production: ProductionServer) -> None:

@@ -17,6 +17,7 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
     from server.http.headers import install_security_headers
     from server.http.ops import install_request_logging
     from server.http.query_workers import QueryWorkers
+    from server.http.write_gate import install_write_gate
 
     config = config or Config.from_env()
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR))
@@ -46,6 +47,7 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
 
     for module in (ops, sparql, sparql_editor, graph_store, api, documents, console, sources, neighbourhood, dataset):
         app.register_blueprint(module.blueprint)
+    install_write_gate(app)  # before the body is read
     install_whole_body_reading(app)
     install_error_handlers(app)
     install_request_logging(app)

@@ -2,12 +2,15 @@
 
 ``write_refusal`` is the one rule (``context.require_write_access`` raises it inside the app);
 ``early_write_refusal`` applies it before a write's body is read: the ASGI bridge calls it on the
-request head, so an unauthenticated upload is answered 401/403 without buffering its body.
+request head, so an unauthenticated upload is answered 401/403 without buffering its body, and
+``install_write_gate`` does the same under werkzeug (``glassgraph serve``), before the app reads it.
 """
 from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
+
+from flask import Flask, request
 
 from server.config import Config
 from server.errors import Forbidden, GlassgraphError, Unauthorized
@@ -55,3 +58,14 @@ def early_write_refusal(config: Config) -> Callable[[str, str, Callable[[str], s
             return None
         return write_refusal(config, header("authorization"))
     return check
+
+
+def install_write_gate(app: Flask) -> None:
+    """Before the body is read (install it before ``body.install_whole_body_reading``)."""
+    check = early_write_refusal(app.config["GLASSGRAPH"])
+
+    @app.before_request
+    def _refuse_unauthorised_write() -> None:
+        refusal = check(request.method, request.path, request.headers.get)
+        if refusal is not None:
+            raise refusal
