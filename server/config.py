@@ -121,6 +121,10 @@ def _convert(kind: str, raw: str, variable: str) -> object:
         return None
     if kind == "bool":
         return _switch(text, variable)
+    if kind == "url":
+        if not text.startswith(("http://", "https://")) or any(ch.isspace() or ch in "<>\"" for ch in text):
+            raise ConfigError(f"{variable} must be an http(s) URL such as https://kg.example.org, got {text!r}")
+        return text
     if kind in ("int", "float"):
         return _number(kind, text, variable)
     return _env_list(raw)
@@ -187,6 +191,6 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "trace_max_sessions": (("GLASSGRAPH_TRACE_MAX_SESSIONS",), "int"),
     "trace_max_age_days": (("GLASSGRAPH_TRACE_MAX_AGE_DAYS",), "float"),
     "question_rate": (("GLASSGRAPH_QUESTION_RATE",), "float"),
-    "public_url": (("GLASSGRAPH_PUBLIC_URL",), "str"),
+    "public_url": (("GLASSGRAPH_PUBLIC_URL",), "url"),
     "cors_origins": (("GLASSGRAPH_CORS_ORIGINS",), "list"),
 }

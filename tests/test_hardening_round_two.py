@@ -148,6 +148,14 @@ def test_the_public_url_wins_over_the_host_header(live) -> None:
     assert "evil.example" in requests.get(without.url + "/.well-known/void", headers=forged).text  # as before
 
 
+def test_a_public_url_that_is_no_url_stops_the_start() -> None:
+    from server.config import ConfigError
+
+    with pytest.raises(ConfigError, match="GLASSGRAPH_PUBLIC_URL"):
+        Config.from_env({"GLASSGRAPH_PUBLIC_URL": "kg.example.org"})
+    assert Config.from_env({"GLASSGRAPH_PUBLIC_URL": "https://kg.example.org"}).public_url == "https://kg.example.org"
+
+
 # --- retention and rate of anonymous questions ----------------------------------------------------------
 
 def record_sessions(store: GraphStore, count: int) -> list[str]:
