@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from pyoxigraph import NamedNode
+
 from server.store_base import StoreBackend
 
 BATCH = 200  # sessions deleted per update
@@ -27,7 +29,7 @@ class Retention:
         return self.max_sessions > 0 or self.max_age_days > 0
 
 
-def expired_sessions(store: StoreBackend, retention: Retention, now: datetime | None = None) -> list:
+def expired_sessions(store: StoreBackend, retention: Retention, now: datetime | None = None) -> list[NamedNode]:
     """The sessions past the policy: beyond the newest ``max_sessions``, or started before the age bound."""
     cutoff = (now or datetime.now(timezone.utc)) - timedelta(days=retention.max_age_days)
     expired = []

@@ -16,8 +16,10 @@ MAX_CLIENTS = 10_000  # buckets kept; the full ones are forgotten first
 
 
 class QuestionRate:
-    def __init__(self, per_minute: float, clock=time.monotonic) -> None:
-        self.per_minute, self.clock = per_minute, clock
+    """The buckets of one app's clients; ``take`` is thread-safe."""
+
+    def __init__(self, per_minute: float) -> None:
+        self.per_minute = per_minute
         self._buckets: dict[str, tuple[float, float]] = {}  # client -> (questions left, when counted)
         self._lock = threading.Lock()
 
@@ -25,7 +27,7 @@ class QuestionRate:
         """Count one question of ``client``; ``Busy`` (429) when its bucket is empty."""
         if self.per_minute <= 0:
             return
-        now = self.clock()
+        now = time.monotonic()
         with self._lock:
             left, then = self._buckets.get(client, (self.per_minute, now))
             left = min(self.per_minute, left + (now - then) * self.per_minute / 60)
