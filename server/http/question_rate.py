@@ -12,7 +12,7 @@ import time
 
 from server.errors import Busy
 
-MAX_CLIENTS = 10_000  # buckets kept; the full ones are forgotten first
+MAX_CLIENTS = 10_000  # buckets kept: past it the full ones are forgotten, then the oldest
 
 
 class QuestionRate:
@@ -43,3 +43,5 @@ class QuestionRate:
         for client, (left, then) in list(self._buckets.items()):
             if left + (now - then) * self.per_minute / 60 >= self.per_minute:
                 del self._buckets[client]
+        for client in list(self._buckets)[:max(len(self._buckets) - MAX_CLIENTS, 0)]:  # many addresses at once
+            del self._buckets[client]
