@@ -19,6 +19,7 @@ from production_server import TOKEN, ProductionServer
 
 from server import vocab
 from server.config import Config
+from server.errors import Busy
 from server.explain.retention import Retention, prune_sessions
 from server.explain.trace import list_sessions
 from server.http.params import MAX_IRI
@@ -220,6 +221,17 @@ def test_anonymous_questions_past_the_rate_get_429_with_retry_after(live) -> Non
     assert refused.status_code == 429 and "GLASSGRAPH_QUESTION_RATE" in refused.json()["error"]["message"]
     assert 1 <= int(refused.headers["Retry-After"]) <= 30
     assert ask(server, {"Authorization": f"Bearer {TOKEN}"}).status_code == 200  # the operator is not counted
+
+
+def test_the_rate_keeps_a_bounded_number_of_clients() -> None:
+    from server.http.question_rate import MAX_CLIENTS, QuestionRate
+
+    rate = QuestionRate(1)
+    for n in range(MAX_CLIENTS + 50):
+        rate.take(f"10.0.{n // 256}.{n % 256}")
+    assert len(rate._buckets) <= MAX_CLIENTS
+    with pytest.raises(Busy, match="GLASSGRAPH_QUESTION_RATE"):
+        rate.take(f"10.0.{(MAX_CLIENTS + 49) // 256}.{(MAX_CLIENTS + 49) % 256}")  # the newest is still counted
 
 
 # --- writes refused from their headers, before their body --------------------------------------------------
