@@ -9,6 +9,7 @@ from server.config import Config
 from server.http import allocator
 from server.http.app import create_app
 from server.http.asgi import WsgiBridge
+from server.http.write_gate import early_write_refusal
 
 
 def _checked(config: Config) -> Config:
@@ -29,4 +30,4 @@ if "glassgraph.queries" in flask_app.extensions:
     flask_app.extensions["glassgraph.queries"].prestart()
 app = WsgiBridge(flask_app, max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
                  threads=config.threads, send_timeout_s=config.send_timeout_s,
-                 trimmer=allocator.Trimmer() if tuned else None)
+                 trimmer=allocator.Trimmer() if tuned else None, check_head=early_write_refusal(config))

@@ -5,6 +5,7 @@ import logging
 
 from server.config import SAMPLE_DATA, Config, ConfigError
 from server.ingest.load import build_store, load_file, new_store_directory
+from server.ingest.migrate import migrate_document_ids
 from server.remote_store import EngineEndpoints, RemoteStore
 from server.sparql_templates import DIALECTS
 from server.store import GraphStore
@@ -40,7 +41,7 @@ def open_store(config: Config, progress: bool = False) -> StoreBackend:
         if sample and store.is_empty():
             count = load_file(store, SAMPLE_DATA, config.default_collection, progress=progress)
             log.info("loaded the sample dataset into %s: %d quads", config.store_path, count)
-        return store
+        return _migrated(store)
     target = new_store_directory(config.store_path) if sample else None
     if target is not None:
         count = build_store(target, SAMPLE_DATA, config.default_collection, progress=progress)
@@ -50,4 +51,12 @@ def open_store(config: Config, progress: bool = False) -> StoreBackend:
     if sample and store.is_empty():
         count = load_file(store, SAMPLE_DATA, config.default_collection, progress=progress)
         log.info("loaded the sample dataset: %d quads into collection %r", count, config.default_collection)
+    return _migrated(store)
+
+
+def _migrated(store: StoreBackend) -> StoreBackend:
+    """``store`` with documents ingested before ids included the collection moved (``ingest.migrate``)."""
+    moved = migrate_document_ids(store)
+    if moved:
+        log.info("moved %d document(s) to their collection's IRIs", moved)
     return store

@@ -5,6 +5,10 @@ import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from server.explain.retention import Retention
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SPARQL_DIR = PROJECT_ROOT / "sparql"
@@ -85,6 +89,17 @@ class Config:
     max_document_bytes: int = 32 * 1024 * 1024  # GLASSGRAPH_MAX_DOCUMENT: largest document to ingest
     document_read_s: float = 30.0  # GLASSGRAPH_DOCUMENT_SECONDS: an upload's text extraction, in its worker process
     document_memory_mb: int = 2048  # GLASSGRAPH_DOCUMENT_MEMORY: that worker's memory cap (0: none)
+    trace_max_sessions: int = 10_000  # GLASSGRAPH_TRACE_MAX_SESSIONS: GraphRAG traces kept (0: all)
+    trace_max_age_days: float = 0.0  # GLASSGRAPH_TRACE_MAX_AGE_DAYS: older traces are pruned (0: none)
+    question_rate: float = 30.0  # GLASSGRAPH_QUESTION_RATE: anonymous questions a minute per client (0: any)
+    public_url: str | None = None  # GLASSGRAPH_PUBLIC_URL: the server's public base URL (else the Host header)
+    cors_origins: tuple[str, ...] = ()  # GLASSGRAPH_CORS_ORIGINS: origins whose pages may read answers ("*": any)
+
+    @property
+    def retention(self) -> Retention:
+        """The traces' retention policy (``server/explain/retention.py``)."""
+        from server.explain.retention import Retention
+        return Retention(self.trace_max_sessions, self.trace_max_age_days)
 
     @property
     def remote_store(self) -> bool:
@@ -120,6 +135,10 @@ def _convert(kind: str, raw: str, variable: str) -> object:
         return None
     if kind == "bool":
         return _switch(text, variable)
+    if kind == "url":
+        if not text.startswith(("http://", "https://")) or any(ch.isspace() or ch in "<>\"" for ch in text):
+            raise ConfigError(f"{variable} must be an http(s) URL such as https://kg.example.org, got {text!r}")
+        return text
     if kind in ("int", "float"):
         return _number(kind, text, variable)
     return _env_list(raw)
@@ -191,4 +210,9 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "max_document_bytes": (("GLASSGRAPH_MAX_DOCUMENT",), "int"),
     "document_read_s": (("GLASSGRAPH_DOCUMENT_SECONDS",), "float"),
     "document_memory_mb": (("GLASSGRAPH_DOCUMENT_MEMORY",), "int"),
+    "trace_max_sessions": (("GLASSGRAPH_TRACE_MAX_SESSIONS",), "int"),
+    "trace_max_age_days": (("GLASSGRAPH_TRACE_MAX_AGE_DAYS",), "float"),
+    "question_rate": (("GLASSGRAPH_QUESTION_RATE",), "float"),
+    "public_url": (("GLASSGRAPH_PUBLIC_URL",), "url"),
+    "cors_origins": (("GLASSGRAPH_CORS_ORIGINS",), "list"),
 }

@@ -45,7 +45,7 @@ from server import vocab
 from server.errors import BadRequest, RemoteFailed, StoreUnavailable
 from server.sparql_templates import RDF12, Term, data_line, load_template, render_term
 from server.store import insert_data_update
-from server.store_base import GraphName, QueryResult, StoreBackend, Values, template_text
+from server.store_base import GraphName, QueryResult, StoreBackend, Values, quad_data, template_text
 
 _RESULTS_JSON = "application/sparql-results+json"
 _READ_ATTEMPTS = 3  # a read is sent again after a failed connection, twice at most
@@ -237,16 +237,9 @@ class RemoteStore(StoreBackend):
 
     def extend(self, quads: Iterable[Quad]) -> None:
         """One ``INSERT DATA`` request: the engine applies all of it or nothing."""
-        by_graph: dict[GraphName, list[Quad]] = {}
-        for quad in quads:
-            by_graph.setdefault(quad.graph_name, []).append(quad)
-        if not by_graph:
-            return
-        blocks = []
-        for graph, members in by_graph.items():
-            body = "\n".join(data_line((q.subject, q.predicate, q.object), self.dialect) for q in members)
-            blocks.append(body if isinstance(graph, DefaultGraph) else f"GRAPH {render_term(graph)} {{\n{body}\n}}")
-        self.run_update("INSERT DATA {\n" + "\n".join(blocks) + "\n}")
+        data = quad_data(quads, self.dialect)
+        if data:
+            self.run_update(f"INSERT DATA {{\n{data}\n}}")
 
     def load(self, stream: IO[bytes], fmt: RdfFormat, graph: NamedNode) -> None:
         """N-Quads posted to the Graph Store endpoint, ``LOAD_BATCH`` quads a request: each batch is its own

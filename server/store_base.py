@@ -19,7 +19,16 @@ from typing import IO
 from pyoxigraph import DefaultGraph, NamedNode, Quad, QueryBoolean, QuerySolutions, QueryTriples, RdfFormat, Triple
 
 from server import vocab
-from server.sparql_templates import RDF12, Term, ValuesKey, load_template, render_limit, render_values
+from server.sparql_templates import (
+    RDF12,
+    Term,
+    ValuesKey,
+    data_line,
+    load_template,
+    render_limit,
+    render_term,
+    render_values,
+)
 
 QueryResult = QuerySolutions | QueryBoolean | QueryTriples
 GraphName = NamedNode | DefaultGraph
@@ -39,6 +48,18 @@ def template_text(name: str, values: Values | None, limit: int | None = None, di
     if limit is not None:
         text = render_limit(text, limit)
     return render_values(text, values, dialect) if values else text
+
+
+def quad_data(quads: Iterable[Quad], dialect: str = RDF12) -> str:
+    """The body of an ``INSERT DATA`` or ``DELETE DATA`` holding ``quads``, grouped by graph."""
+    by_graph: dict[GraphName, list[Quad]] = {}
+    for quad in quads:
+        by_graph.setdefault(quad.graph_name, []).append(quad)
+    blocks = []
+    for graph, members in by_graph.items():
+        body = "\n".join(data_line((q.subject, q.predicate, q.object), dialect) for q in members)
+        blocks.append(body if isinstance(graph, DefaultGraph) else f"GRAPH {render_term(graph)} {{\n{body}\n}}")
+    return "\n".join(blocks)
 
 
 class StoreBackend(ABC):
@@ -144,6 +165,22 @@ class StoreBackend(ABC):
     def update(self, name: str, values: Values) -> None:
         """Run update template ``sparql/{name}.ru`` with its VALUES blocks filled, atomically."""
         self.run_update(template_text(name, values, dialect=self.dialect))
+
+    def update_then_extend(self, name: str, values: Values, quads: Iterable[Quad]) -> None:
+        """Update template ``name``, then add ``quads``, in one transaction (one update): all or nothing."""
+        operations = [template_text(name, values, dialect=self.dialect)]
+        data = quad_data(quads, self.dialect)
+        if data:
+            operations.append(f"INSERT DATA {{\n{data}\n}}")
+        self.run_update(" ;\n".join(operations))
+
+    def rewrite(self, removed: Iterable[Quad], added: Iterable[Quad]) -> None:
+        """Remove ``removed`` and add ``added`` in one transaction (no blank nodes in either)."""
+        operations = [f"{verb} DATA {{\n{data}\n}}" for verb, data in (("DELETE", quad_data(removed, self.dialect)),
+                                                                        ("INSERT", quad_data(added, self.dialect)))
+                      if data]
+        if operations:
+            self.run_update(" ;\n".join(operations))
 
     def record_trace(self, quads: Iterable[Quad]) -> None:
         """:meth:`extend` for GraphRAG's explanations, counted apart (``trace_writes``): anonymous questions

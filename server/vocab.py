@@ -112,6 +112,8 @@ def _text_reason(name: str) -> str | None:
         return "it contains a lone surrogate (not valid Unicode text)"
     if any(ch.isspace() for ch in name):
         return "it contains white space"
+    if name in (".", "..") or "/" in name:  # a URL path segment: clients that normalize URLs never reach it
+        return "'.', '..' and names with '/' are path segments in the collection's URLs"
     try:
         NamedNode(f"{URN}graph:{name}")
     except ValueError as exc:

@@ -35,8 +35,8 @@ class LiveServer:
 
 
 def serve(store: GraphStore, **settings: object) -> LiveServer:
-    """The app over ``store`` with ``settings`` (Config fields; in-memory config, offline LLM)."""
-    config = Config(**{"store_path": None, "load_sample": False, "llm": "offline", **settings})
+    """The app over ``store`` with ``settings`` (Config fields; in-memory config, offline LLM, no question rate)."""
+    config = Config(**{"store_path": None, "load_sample": False, "llm": "offline", "question_rate": 0, **settings})
     return LiveServer(create_app(config, store))
 
 

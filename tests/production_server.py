@@ -3,7 +3,7 @@
 ``ProductionServer(store_path, env={...})`` starts ``gunicorn -w 1 -k server.http.asgi.Worker
 server.asgi:app`` on a free port over the store at ``store_path``, waits until ``/healthz``
 answers and serves until ``close()``. The environment is this process's without its
-``GLASSGRAPH_*`` and ``OPENAI_*`` variables, plus an empty-store, offline-LLM configuration with
+``GLASSGRAPH_*`` and ``OPENAI_*`` variables, plus an empty-store, offline-LLM, unrated configuration with
 ``TOKEN`` as the write token, plus ``env``. gunicorn's output goes to ``log_path``.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ def production_command(port: int, workers: int = 1) -> list[str]:
 def _environment(store_path: Path | str, runtime_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("GLASSGRAPH_", "OPENAI_"))}
     return {**inherited, "GLASSGRAPH_STORE": str(store_path), "GLASSGRAPH_LOAD_SAMPLE": "false",
-            "GLASSGRAPH_TOKEN": TOKEN, "GLASSGRAPH_LLM": "offline",
+            "GLASSGRAPH_TOKEN": TOKEN, "GLASSGRAPH_LLM": "offline", "GLASSGRAPH_QUESTION_RATE": "0",
             "XDG_RUNTIME_DIR": str(runtime_dir),  # gunicorn's control socket: not the user's
             **env}
 

@@ -192,3 +192,54 @@ def test_an_update_calling_a_silent_remote_writes_nothing(store: GraphStore) -> 
         endpoint.close()
     assert response.status_code == 502 and "GLASSGRAPH_SERVICE_TIMEOUT" in response.text
     assert len(store) == 0
+
+
+# --- updates: SERVICE checked in the parse worker, LOAD through the relay ----------------------------
+
+def update_through(store: GraphStore, endpoint: LoopbackListener, text: str, **settings: object) -> requests.Response:
+    live: LiveServer = serve(store, service_allow=(endpoint.url,), token=TOKEN, **settings)
+    try:
+        return requests.post(live.url + "/sparql", data=text.replace("ENDPOINT", endpoint.url), headers={
+            "Content-Type": "application/sparql-update", "Authorization": f"Bearer {TOKEN}"})
+    finally:
+        live.close()
+
+
+def test_an_update_calling_an_allowed_service_is_parsed_in_the_worker_first(store: GraphStore) -> None:
+    """A flat chain the server's threads could parse but the parse worker's stack cannot: refused by the
+    worker (the same check as any update) before the server parses it or calls anybody."""
+    endpoint = LoopbackListener(reply=FIVE_ROWS)
+    chain = "+".join(["1"] * 8_000)  # parses on 16 MB of stack (a request thread), not on 4 MB (the worker)
+    try:
+        response = update_through(store, endpoint, f"INSERT {{ {A} {P} ?n }} WHERE {{ SERVICE <ENDPOINT> "
+                                                    f"{{ ?s ?p ?n }} FILTER(?n != {chain}) }}")
+        plain = update_through(store, endpoint, f"INSERT {{ {A} {P} ?n }} WHERE {{ SERVICE <ENDPOINT> "
+                                                 "{ ?s ?p ?n } }")
+    finally:
+        endpoint.close()
+    assert response.status_code in (400, 422), response.text
+    assert plain.status_code == 204, plain.text
+    assert len(endpoint.calls) == 1  # the plain update's call only
+    assert len(store) == ROWS
+
+
+def test_load_has_the_service_timeout(store: GraphStore) -> None:
+    endpoint = LoopbackListener(reply=b"<urn:x:s> <urn:x:p> 1 .", content_type="application/n-triples", delay_s=30.0)
+    try:
+        response = update_through(store, endpoint, "LOAD <ENDPOINT> INTO GRAPH <urn:x:g>", service_timeout_s=1.0)
+    finally:
+        endpoint.close()
+    assert response.status_code == 502, response.text
+    assert f"LOAD <{endpoint.url}> did not answer within 1 s" in response.text
+    assert len(store) == 0
+
+
+def test_load_resolves_relative_iris_against_the_documents_url(store: GraphStore) -> None:
+    endpoint = LoopbackListener(reply=b"<a> <b> <c> .", content_type="text/turtle")
+    try:
+        response = update_through(store, endpoint, "LOAD <ENDPOINT> INTO GRAPH <urn:x:g>")
+    finally:
+        endpoint.close()
+    assert response.status_code == 204, response.text
+    loaded = [str(q.subject) for q in store.quads(None, None, None, NamedNode("urn:x:g"))]
+    assert loaded == [f"<{endpoint.url.rsplit('/', 1)[0]}/a>"]

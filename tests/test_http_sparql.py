@@ -31,6 +31,7 @@ A, B, D, P, Q = (NamedNode(EX + n) for n in ("a", "b", "d", "p", "q"))
 G1, G2 = NamedNode(EX + "g1"), NamedNode(EX + "g2")
 FACT = Triple(A, P, Literal("one"))
 TOKEN = "s3cret"
+ELSEWHERE = "https://elsewhere.example"  # the one origin whose pages may read (GLASSGRAPH_CORS_ORIGINS)
 SELECT_ALL = "SELECT ?s ?p ?o WHERE { ?s ?p ?o } ORDER BY ?s ?p ?o"
 JSON_RESULTS = "application/sparql-results+json"
 
@@ -45,7 +46,7 @@ def fill(store: GraphStore) -> GraphStore:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Iterator[LiveServer]:
     with own_store(tmp_path_factory, store_backend, "sparql") as store:
-        live = serve(fill(store), token=TOKEN, max_body_bytes=64 * 1024)
+        live = serve(fill(store), token=TOKEN, max_body_bytes=64 * 1024, cors_origins=(ELSEWHERE,))
         yield live
         live.close()
 
@@ -207,16 +208,18 @@ def test_service_description_by_negotiation_and_head(server: LiveServer) -> None
 
 
 def test_cors_preflight_and_simple_requests(server: LiveServer) -> None:
+    """For a listed origin (GLASSGRAPH_CORS_ORIGINS); others: tests/test_hardening_round_two.py."""
     preflight = requests.options(server.url + "/sparql", headers={
-        "Origin": "https://elsewhere.example", "Access-Control-Request-Method": "POST",
+        "Origin": ELSEWHERE, "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "content-type"})
     assert preflight.status_code == 200
-    assert preflight.headers["Access-Control-Allow-Origin"] == "*"
+    assert preflight.headers["Access-Control-Allow-Origin"] == ELSEWHERE
     assert "POST" in preflight.headers["Access-Control-Allow-Methods"]
     assert "Content-Type" in preflight.headers["Access-Control-Allow-Headers"]
-    simple = query(server, "ASK {}")
-    assert simple.headers["Access-Control-Allow-Origin"] == "*"
-    assert simple.headers["Vary"] == "Accept"
+    simple = requests.get(server.url + "/sparql", params={"query": "ASK {}"}, headers={"Origin": ELSEWHERE})
+    assert simple.headers["Access-Control-Allow-Origin"] == ELSEWHERE
+    assert simple.headers["Vary"] == "Accept, Origin"
+    assert "Access-Control-Allow-Origin" not in query(server, "ASK {}").headers  # no Origin: no browser
 
 
 # --- datasets -----------------------------------------------------------------------------------

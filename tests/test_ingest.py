@@ -267,7 +267,7 @@ def test_bad_documents_leave_nothing_behind(store: GraphStore, data: bytes, name
     with pytest.raises(error, match=words):
         Ingester(store, LabelIndex(store), None).ingest(data, "bad", name=name)
     assert len(store) == 0
-    assert existing_document(store, "bad", document_id(data)[0]) is None
+    assert existing_document(store, "bad", document_id(data, "bad")[0]) is None
 
 
 def test_ingesting_then_deleting_leaves_the_sample_exactly_as_it_was(tmp_path: Path,

@@ -22,7 +22,7 @@ from server.vocab import TG
 
 PORTUGAL = "Lisbon is the capital of Portugal. Porto lies on the Douro and trades with Lisbon.\n"
 SPAIN = "# Spain\n\n## Cities\n\nMadrid is the capital of Spain. Seville lies on the Guadalquivir.\n"
-DOCUMENT_LINE = re.compile(r'^(?P<name>\S+): (?P<iri>urn:trustgraph:doc:[0-9a-f]{20}) "(?P<title>[^"]+)" '
+DOCUMENT_LINE = re.compile(r'^(?P<name>\S+): (?P<iri>urn:trustgraph:doc:[0-9a-f]{20}-[0-9a-f]{8}) "(?P<title>[^"]+)" '
                            r"\((?P<media>[a-z/]+)\): (?P<pages>\d+) page\(s\), (?P<chunks>\d+) chunk\(s\), "
                            r"(?P<facts>\d+) fact\(s\), (?P<mentions>\d+) mention\(s\)$")
 OFFLINE_NOTE = "note: no LLM configured (GLASSGRAPH_LLM=offline)"

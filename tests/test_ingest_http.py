@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -115,7 +116,7 @@ def accepted(response: requests.Response) -> dict:
     """The 202 answer of a queued document: its id, status and status URL (also in Location)."""
     assert response.status_code == 202, (response.status_code, response.text)
     body = response.json()
-    assert len(body["id"]) == 20 and body["status"] in ("queued", "running"), body
+    assert re.fullmatch(r"[0-9a-f]{20}-[0-9a-f]{8}", body["id"]) and body["status"] in ("queued", "running"), body
     assert body["url"].endswith(f"/documents/{body['id']}")
     assert response.headers["Location"].endswith(body["url"])
     return body

@@ -176,7 +176,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory, document: Path, llm: Scr
     requests = 2 * chunk_count(document)
     finished, to_commit = run_child(path, document, llm, requests, delay=None)
     assert finished and to_commit is not None
-    doc_id = document_id(document.read_bytes())[0]
+    doc_id = document_id(document.read_bytes(), COLLECTION)[0]
     found = contents(path, doc_id)
     assert found["mentioning"] > 0 and len(found["facts"]) > PARAGRAPHS
     assert found["types"][TG.Chunk.value] == requests // 2 and found["types"][TG.Subgraph.value] == requests // 2

@@ -36,7 +36,7 @@ RDF_FORMATS = {"text/turtle": "turtle", "application/trig": "trig", "application
 def server(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Iterator[LiveServer]:
     """The France graph with its provenance, and one GraphRAG trace asked over HTTP."""
     with own_store(tmp_path_factory, store_backend, "linked") as store:
-        live = serve(add_france(store), token=TOKEN)
+        live = serve(add_france(store), token=TOKEN, cors_origins=("https://else.example",))
         answered = requests.post(live.url + "/api/graph-rag", json={"query": "What is the capital of France?"})
         assert answered.status_code == 200 and answered.json()["session"], answered.text
         live.session = answered.json()["session"]

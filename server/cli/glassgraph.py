@@ -244,8 +244,19 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace, config: Config) -> int:
+    from server.explain.retention import prune_sessions
     from server.explain.trace import list_sessions
 
+    if args.prune:
+        retention = config.retention
+        if not retention.bounded:
+            print("nothing to prune: GLASSGRAPH_TRACE_MAX_SESSIONS and GLASSGRAPH_TRACE_MAX_AGE_DAYS are both 0",
+                  file=sys.stderr)
+            return EXIT_OK
+        pruned = prune_sessions(_open_existing(config), retention)
+        print(f"pruned {pruned} session(s) (keeping at most {retention.max_sessions or 'any number of'} sessions, "
+              f"{f'{retention.max_age_days:g} days' if retention.max_age_days else 'of any age'})", file=sys.stderr)
+        return EXIT_OK
     sessions = list_sessions(_open_existing(config, snapshot=True), limit=args.limit, offset=args.offset)
     if args.format == "json":
         _print_json(sessions)
@@ -337,6 +348,15 @@ def cmd_reindex(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
+def cmd_migrate(args: argparse.Namespace, config: Config) -> int:
+    from server.ingest.migrate import migrate_document_ids
+
+    moved = migrate_document_ids(_open_existing(config))
+    print(f"moved {moved} document(s) to their collection's IRIs" if moved else
+          "nothing to migrate: every document already has its collection's IRIs", file=sys.stderr)
+    return EXIT_OK
+
+
 # --- the parser ---------------------------------------------------------------------------------
 
 def _command(sub: argparse._SubParsersAction, name: str, handler: Callable[..., int], help_text: str,
@@ -422,6 +442,13 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--offset", type=_int_between(0, MAX_SESSION_OFFSET), default=0,
                           help="sessions to skip (default: %(default)s)")
     sessions.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    sessions.add_argument("--prune", action="store_true",
+                          help="delete the traces past GLASSGRAPH_TRACE_MAX_SESSIONS and GLASSGRAPH_TRACE_MAX_AGE_DAYS "
+                               "(--trace-max-sessions, --trace-max-age-days)")
+    sessions.add_argument("--trace-max-sessions", type=_int_between(0, 10**9), default=None,
+                          help="with --prune: sessions to keep, newest first (0: any number)")
+    sessions.add_argument("--trace-max-age-days", type=float, default=None,
+                          help="with --prune: delete sessions older than this many days (0: any age)")
 
     explain = _command(sub, "explain", cmd_explain, "show the whole trace of a session, with source chains",
                        "glassgraph explain urn:trustgraph:session:6f1c...  (or just the id after 'session:')")
@@ -442,6 +469,10 @@ def build_parser() -> argparse.ArgumentParser:
     backup = _command(sub, "backup", cmd_backup, "copy the store consistently into a new directory",
                       "glassgraph backup /var/backups/glassgraph-$(date +%%F)")
     backup.add_argument("directory", metavar="DIR", help="target directory (must not exist)")
+
+    _command(sub, "migrate", cmd_migrate,
+             "give documents ingested before ids included the collection their collection's IRIs (the server "
+             "does it when it opens the store; running it again changes nothing)", "glassgraph migrate")
 
     reindex = _command(sub, "reindex", cmd_reindex,
                        "rebuild the label index (entity lookup) of one or every collection and report its size; "
@@ -465,6 +496,8 @@ def _run(args: argparse.Namespace) -> int:
     overrides = {"store_path": args.store}
     if args.command == "serve":
         overrides.update(host=args.host, port=args.port, token=args.token, read_only=args.read_only or None)
+    if args.command == "sessions":
+        overrides.update(trace_max_sessions=args.trace_max_sessions, trace_max_age_days=args.trace_max_age_days)
     try:
         config = Config.from_env(**overrides)
     except ValueError as exc:  # a malformed GLASSGRAPH_* variable

@@ -26,9 +26,9 @@ from server.store_base import StoreBackend
 MAX_WARNINGS_SHOWN = 5  # per file; the rest are counted
 
 
-def check_files(paths: list[str], limit: int) -> list[str]:
+def check_files(paths: list[str], limit: int, collection: str) -> list[str]:
     """Every file readable as a document within ``limit`` bytes, before anything is written (exit 1 on the
-    first bad one); returns their document ids. The bytes are read again when each file is ingested: a
+    first bad one); returns their document ids in ``collection``. The bytes are read again when each file is ingested: a
     batch is not held in memory."""
     ids = []
     for name in paths:
@@ -44,7 +44,7 @@ def check_files(paths: list[str], limit: int) -> list[str]:
             read_document(data, name=path.name)
         except (UnsupportedDocument, UnreadableDocument) as exc:
             raise type(exc)(f"{name}: {exc.message}; nothing was ingested") from None
-        ids.append(document_id(data)[0])
+        ids.append(document_id(data, collection)[0])
     return ids
 
 
@@ -58,7 +58,7 @@ def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[]
                                 workers=args.workers, replace=args.replace)
     except ValueError as exc:
         args.command_parser.error(str(exc))
-    ids = check_files(args.files, config.max_document_bytes)
+    ids = check_files(args.files, config.max_document_bytes, args.collection)
     from server.rag.llm import LLMError
     from server.rag.providers import make_extractor
 

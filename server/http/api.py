@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
 
+from server.config import Config
 from server.errors import (
     BadRequest,
     Busy,
@@ -18,13 +19,16 @@ from server.errors import (
     NotFound,
     UnsupportedMediaType,
 )
+from server.explain.retention import AutoPrune
 from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, trace_quads
 from server.http.context import current_config, current_store
 from server.http.descriptions import current_collections
 from server.http.keepalive import with_keepalive
 from server.http.negotiation import GRAPH_MEDIA, negotiate
 from server.http.params import int_parameter, iri_parameter
+from server.http.question_rate import QuestionRate
 from server.http.responses import rdf_response
+from server.http.write_gate import write_refusal
 from server.rag.llm import LLMError
 from server.rag.messages import GraphRagResponse
 from server.rag.pipeline import GraphRag, make_graph_rag
@@ -53,6 +57,19 @@ def _answer_slot(app: Flask) -> threading.BoundedSemaphore:
         raise Busy(f"{app.config['GLASSGRAPH'].max_answers} GraphRAG answers are already in progress "
                              "(GLASSGRAPH_MAX_ANSWERS): try again shortly", {"Retry-After": "2"})
     return slots
+
+
+def _count_question(app: Flask) -> None:
+    """An anonymous question counts against its client's rate (429 past it); a recorded one may first
+    prune traces past the retention policy."""
+    config: Config = app.config["GLASSGRAPH"]
+    with _pipeline_lock:
+        rate = app.extensions.setdefault("glassgraph.question_rate", QuestionRate(config.question_rate))
+        prune = app.extensions.setdefault("glassgraph.auto_prune", AutoPrune(config.retention))
+    if write_refusal(config, request.headers.get("Authorization")) is not None:
+        rate.take(request.remote_addr or "unknown")
+    if not config.read_only:
+        prune.maybe_prune(current_store())
 
 
 def pipeline(app: Flask) -> GraphRag:
@@ -157,6 +174,7 @@ def graph_rag() -> Response:
     if media is None:
         raise NotAcceptable(f"a streamed answer is sent as {SSE} or {NDJSON}; or set \"streaming\": false")
     app = current_app._get_current_object()
+    _count_question(app)
     slot = _answer_slot(app)
     try:
         messages = pipeline(app).run(query, collection, explainable and not read_only, limits)

@@ -7,25 +7,17 @@ from server.config import TEMPLATES_DIR, Config
 from server.remote_store import RemoteStore
 from server.store_base import StoreBackend
 
-CORS_HEADERS = {
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Allow-Methods": "GET, HEAD, POST, PUT, DELETE, OPTIONS",
-    "Access-Control-Allow-Headers": "Accept, Authorization, Content-Type, Last-Event-ID",
-    "Access-Control-Max-Age": "86400",
-    # a page on another site may read these too: linked-data alternates, a created graph, when to retry
-    "Access-Control-Expose-Headers": "Link, Location, Retry-After, Glassgraph-Trace",
-}
-_ON_EVERY_RESPONSE = ("Access-Control-Allow-Origin", "Access-Control-Expose-Headers")
-
 
 def create_app(config: Config | None = None, store: StoreBackend | None = None) -> Flask:
     """Build the app; ``store`` defaults to the configured one (with the sample data on first start)."""
     from server.bootstrap import open_store
     from server.http.body import install_whole_body_reading
+    from server.http.cors import install_cors
     from server.http.errors import install_error_handlers
     from server.http.headers import install_security_headers
     from server.http.ops import install_request_logging
     from server.http.query_workers import QueryWorkers
+    from server.http.write_gate import install_write_gate
 
     config = config or Config.from_env()
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR))
@@ -55,11 +47,12 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
 
     for module in (ops, sparql, sparql_editor, graph_store, api, documents, console, sources, neighbourhood, dataset):
         app.register_blueprint(module.blueprint)
+    install_write_gate(app)  # before the body is read
     install_whole_body_reading(app)
     install_error_handlers(app)
     install_request_logging(app)
     install_security_headers(app)
-    app.after_request(_cors)
+    install_cors(app)
     app.after_request(_vary)
     return app
 
@@ -68,12 +61,4 @@ def _vary(response: Response) -> Response:
     """Reads are negotiated on Accept: caches must keep one copy per Accept."""
     if request.method in ("GET", "HEAD"):
         response.vary.add("Accept")
-    return response
-
-
-def _cors(response: Response) -> Response:
-    """Any origin may read (browser consoles, other sites); writes still need the bearer token."""
-    for key, value in CORS_HEADERS.items():
-        if key in _ON_EVERY_RESPONSE or request.method == "OPTIONS":
-            response.headers.setdefault(key, value)
     return response

@@ -45,6 +45,8 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+# (method, path, header) -> the refusal of a request its head already decides (a write without the token)
+HeadCheck = Callable[[str, str, Callable[[str], "str | None"]], "GlassgraphError | None"]
 
 HEAD_LIMIT = 16 * 1024  # of a request head (line and headers) not yet ended; an 8 KB URL fits
 LINGER_S = 1.0  # after an early answer, how long the rest of a body is read and dropped
@@ -78,11 +80,13 @@ class _SendStalled(Exception):
 
 class WsgiBridge:
     """An ASGI app serving a WSGI app: ``WsgiBridge(flask_app, max_body_bytes, body_timeout_s, threads,
-    send_timeout_s, trimmer)``."""
+    send_timeout_s, trimmer, check_head)``; ``check_head`` answers a request from its head, before its body
+    is read (``write_gate``)."""
 
     def __init__(self, app: WsgiApp, max_body_bytes: int, body_timeout_s: float, threads: int,
-                 send_timeout_s: float = Config.send_timeout_s, trimmer: Trimmer | None = None) -> None:
-        self.app = app
+                 send_timeout_s: float = Config.send_timeout_s, trimmer: Trimmer | None = None,
+                 check_head: HeadCheck | None = None) -> None:
+        self.app, self.check_head = app, check_head
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.send_timeout_s = send_timeout_s
@@ -94,6 +98,11 @@ class WsgiBridge:
         if scope["type"] != "http":  # lifespan: nothing to start or stop; no websockets
             return
         send = _SlicedSend(send, self.send_timeout_s)
+        refusal = self.check_head and self.check_head(scope["method"], scope["path"],
+                                                      lambda name: _header(scope, name.encode()))
+        if refusal is not None:
+            await _refuse(refusal, receive, send)
+            return
         body = None
         try:
             body = await self._receive_body(scope, receive, send)
@@ -313,6 +322,7 @@ async def _send_json(send: Send, error: GlassgraphError, more_body: bool = False
     body = json.dumps({"error": error.to_dict()}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                (b"x-content-type-options", b"nosniff"), (b"connection", b"close")]
+    headers += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers.items()]
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": more_body})
 

@@ -19,7 +19,7 @@ from server.explain.wire import quad_wire, trace_graph_quads
 from server.http.context import current_config, current_store
 from server.http.descriptions import current_collections, kept_until_written
 from server.http.linked_data import linked_data_response
-from server.http.params import iri_parameter
+from server.http.params import bounded_iri_text, iri_parameter
 from server.labels import local_name, store_labels
 from server.rag.retrieval import RetrievalLimits
 from server.sparql_templates import template_limit
@@ -112,6 +112,7 @@ def _trace_view(trace: dict) -> dict:
 def _trace_or_404(iri: str | None) -> dict:
     if not iri:
         raise BadRequest("missing parameter id (a session IRI)")
+    bounded_iri_text("id", iri)
     trace = read_trace(current_store(), iri)
     if trace is None:
         raise NotFound(f"no GraphRAG session {iri}")

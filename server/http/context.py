@@ -1,15 +1,14 @@
 """Per-app objects for the blueprints (the store, the config) and the write-access rule."""
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterable
 
 from flask import current_app, request
 from pyoxigraph import DefaultGraph, NamedNode
 
 from server.config import Config
-from server.errors import Forbidden, Unauthorized
 from server.http.query_workers import QueryWorkers
+from server.http.write_gate import write_refusal
 from server.store_base import StoreBackend
 
 
@@ -31,6 +30,18 @@ def current_client() -> str:
     return request.remote_addr or "-"
 
 
+def public_root() -> str:
+    """The server's base URL, no trailing slash: ``GLASSGRAPH_PUBLIC_URL`` when set (trusted), else the
+    URL the client addressed (its ``Host`` header, which anyone can set)."""
+    configured = current_config().public_url
+    return configured.rstrip("/") if configured else request.host_url.rstrip("/")
+
+
+def public_url(path: str | None = None) -> str:
+    """``path`` (default: this request's path, without its query) under :func:`public_root`."""
+    return public_root() + (request.script_root + request.path if path is None else path)
+
+
 def notify_written(graphs: Iterable[NamedNode | DefaultGraph] | None = None) -> None:
     """Tell the store's listeners (label index, label cache) which collections changed.
 
@@ -47,20 +58,7 @@ def notify_written(graphs: Iterable[NamedNode | DefaultGraph] | None = None) -> 
 
 
 def require_write_access() -> None:
-    """Writes need ``Authorization: Bearer <GLASSGRAPH_TOKEN>``.
-
-    403 in read-only mode or when no token is configured (writes disabled), 401 without
-    credentials, 403 with a wrong token.
-    """
-    config = current_config()
-    if config.read_only:
-        raise Forbidden("this server is read-only (GLASSGRAPH_READ_ONLY): writes are disabled")
-    if not config.token:
-        raise Forbidden("writes are disabled: no GLASSGRAPH_TOKEN is configured")
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
-        raise Unauthorized("writes need the header 'Authorization: Bearer <token>'",
-                        {"WWW-Authenticate": 'Bearer realm="glassgraph"'})
-    if not hmac.compare_digest(given.strip().encode(), config.token.encode()):
-        raise Forbidden("wrong bearer token", {"WWW-Authenticate": 'Bearer realm="glassgraph", '
-                                                                         'error="invalid_token"'})
+    """Writes need ``Authorization: Bearer <GLASSGRAPH_TOKEN>`` (``write_gate.write_refusal``)."""
+    refusal = write_refusal(current_config(), request.headers.get("Authorization"))
+    if refusal is not None:
+        raise refusal

@@ -4,9 +4,9 @@ VoID): RDF for machines (Turtle without Accept), a page for a browser. The descr
 """
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app, render_template, request, url_for
+from flask import Blueprint, Response, current_app, render_template, url_for
 
-from server.http.context import current_config
+from server.http.context import current_config, public_root, public_url
 from server.http.descriptions import current_descriptions
 from server.http.linked_data import linked_data_response
 from server.http.negotiation import GRAPH_MEDIA
@@ -15,7 +15,7 @@ from server.void import VOID_PATH, dataset_iri, void_triples
 blueprint = Blueprint("dataset", __name__)
 @blueprint.route(VOID_PATH, methods=["GET"])
 def void() -> Response:
-    root, endpoint = request.host_url.rstrip("/"), url_for("sparql.sparql_endpoint", _external=True)
+    root, endpoint = public_root(), public_url(url_for("sparql.sparql_endpoint"))
     descriptions = current_descriptions(current_app)
     triples = void_triples(descriptions, root, endpoint, current_config().max_result_rows)
     graphs = [(d, dataset_iri(root, d.role).value) for d in descriptions]

@@ -131,7 +131,7 @@ def ingest(collection: str) -> Response:
         raise ContentTooLarge(f"the document has {len(data)} bytes, over the limit of {limit} "
                               "(GLASSGRAPH_MAX_DOCUMENT)")
     options = _options(fields)
-    doc_id, _ = document_id(data)
+    doc_id, _ = document_id(data, collection)
     url = _status_url(collection, doc_id)
     if not options.replace and existing_document(current_store(), collection, doc_id) is not None:
         return jsonify(id=doc_id, status="unchanged", url=url,

@@ -11,6 +11,11 @@ pyoxigraph with an error and keeps the reason, which the query's caller raises i
 store's bare error: 502 naming the endpoint and what went wrong, or 422 past a limit. With
 ``SERVICE SILENT`` pyoxigraph ignores the failure, and so does the caller.
 
+``LOAD`` in an update goes through the relay too, within the same time and byte limits: the relay
+reads the document with the real URL as its base and hands pyoxigraph N-Triples (N-Quads for a
+dataset), whose IRIs are all absolute, so relative IRIs resolve against the document's own URL, not
+the relay's.
+
 Redirects are not followed: an allowed endpoint could otherwise send the server anywhere. The
 endpoint spans come from ``sparql_guard.service_spans`` (in a worker), so the server itself only
 splices text at given offsets.
@@ -28,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import islice
 from urllib.parse import urlsplit
 
-from pyoxigraph import QueryResultsFormat, QuerySolutions, parse_query_results
+from pyoxigraph import QueryResultsFormat, QuerySolutions, RdfFormat, parse, parse_query_results, serialize
 
 from server.errors import GlassgraphError, LimitExceeded, RemoteFailed
 from server.http.sparql_guard import Span
@@ -48,7 +53,13 @@ class ServiceLimits:
 class _Call:
     endpoint: str
     limits: ServiceLimits
+    keyword: str = "SERVICE"  # or LOAD
     failure: GlassgraphError | None = None
+
+    @property
+    def name(self) -> str:
+        """How errors name the call: ``SERVICE <endpoint>``, ``LOAD <document>``."""
+        return f"{self.keyword} <{self.endpoint}>"
 
 
 @dataclass
@@ -128,7 +139,7 @@ def relayed(text: str, spans: Sequence[Span], limits: ServiceLimits) -> Iterator
     result, pieces, cursor, ids = Relayed(text), [], 0, []
     for span in sorted(spans, key=lambda s: s.start):
         call_id = secrets.token_urlsafe(16)
-        call = _Call(span.endpoint, limits)
+        call = _Call(span.endpoint, limits, span.keyword)
         relay.calls[call_id] = call
         ids.append(call_id)
         result.calls.append(call)
@@ -152,7 +163,7 @@ def _forward(call: _Call, method: str, body: bytes, headers: dict[str, str]) -> 
     parts = urlsplit(endpoint)
     kind = {"http": http.client.HTTPConnection, "https": http.client.HTTPSConnection}.get(parts.scheme)
     if kind is None or not parts.hostname:
-        raise RemoteFailed(f"SERVICE <{endpoint}>: only http and https endpoints can be called")
+        raise RemoteFailed(f"{call.name}: only http and https endpoints can be called")
     connection = kind(parts.hostname, parts.port, timeout=limits.timeout_s)
     expired, sockets = threading.Event(), []
     timer = threading.Timer(limits.timeout_s, _cut, args=(sockets, expired))
@@ -170,16 +181,18 @@ def _forward(call: _Call, method: str, body: bytes, headers: dict[str, str]) -> 
             raise TimeoutError
     except (OSError, http.client.HTTPException) as error:
         if expired.is_set() or isinstance(error, TimeoutError):
-            raise RemoteFailed(f"SERVICE <{endpoint}> did not answer within {limits.timeout_s:g} s "
+            raise RemoteFailed(f"{call.name} did not answer within {limits.timeout_s:g} s "
                                "(GLASSGRAPH_SERVICE_TIMEOUT)") from None
-        raise RemoteFailed(f"SERVICE <{endpoint}> cannot be reached or broke off: {error}") from None
+        raise RemoteFailed(f"{call.name} cannot be reached or broke off: {error}") from None
     finally:
         timer.cancel()
         connection.close()
     content_type = response.getheader("Content-Type") or ""
     if response.status != 200:
-        raise RemoteFailed(f"SERVICE <{endpoint}> answered {response.status} {response.reason}: "
+        raise RemoteFailed(f"{call.name} answered {response.status} {response.reason}: "
                            f"{payload[:300].decode('utf-8', errors='replace').strip()}")
+    if call.keyword == "LOAD":
+        return _absolute(call, content_type, payload)
     _check_rows(call, content_type, payload)
     return content_type, payload
 
@@ -198,9 +211,23 @@ def _read_at_most(response: http.client.HTTPResponse, call: _Call) -> bytes:
         parts.append(part)
         size += len(part)
         if size > call.limits.max_bytes:
-            raise LimitExceeded(f"SERVICE <{call.endpoint}> answered more than {call.limits.max_bytes} bytes "
-                                "(GLASSGRAPH_MAX_RESULT_BYTES): narrow the pattern sent to it")
+            raise LimitExceeded(f"{call.name} answered more than {call.limits.max_bytes} bytes "
+                                "(GLASSGRAPH_MAX_RESULT_BYTES)")
     return b"".join(parts)
+
+
+def _absolute(call: _Call, content_type: str, payload: bytes) -> tuple[str, bytes]:
+    """A LOADed document as N-Triples (N-Quads for a dataset), its relative IRIs resolved against its URL."""
+    media = content_type.partition(";")[0].strip().lower()
+    fmt = RdfFormat.from_media_type(media) if media else None
+    if fmt is None:
+        raise RemoteFailed(f"{call.name} answered something that is not RDF ({media or 'no Content-Type'})")
+    target = RdfFormat.N_QUADS if fmt.supports_datasets else RdfFormat.N_TRIPLES
+    try:
+        data = serialize(parse(payload, format=fmt, base_iri=call.endpoint), format=target)
+    except (SyntaxError, ValueError, OSError) as error:
+        raise RemoteFailed(f"{call.name} answered {media} that does not parse: {error}") from None
+    return target.media_type, data or b""
 
 
 def _check_rows(call: _Call, content_type: str, payload: bytes) -> None:

@@ -20,10 +20,18 @@ from flask import Blueprint, Response, request
 from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Triple, parse
 
 from server.errors import BadRequest, LimitExceeded, NotFound, UnsupportedMediaType
-from server.http.context import current_config, current_store, notify_written, require_write_access
+from server.http.context import (
+    current_config,
+    current_store,
+    notify_written,
+    public_root,
+    public_url,
+    require_write_access,
+)
 from server.http.linked_data import requested_accept
 from server.http.multipart import Document, body_parts
 from server.http.negotiation import GRAPH_MEDIA
+from server.http.params import bounded_iri_text
 from server.http.rdf_output import choose_format, rdf_content_type
 from server.http.sparql_guard import MAX_NESTING
 
@@ -50,7 +58,7 @@ def _target() -> NamedNode | DefaultGraph:
     if default:
         return DefaultGraph()
     try:
-        return NamedNode(graphs[0])
+        return NamedNode(bounded_iri_text("graph", graphs[0]))
     except ValueError as error:
         raise BadRequest(f"graph: not an absolute IRI ({error})") from None
 
@@ -60,13 +68,13 @@ def request_iri() -> str:
     (percent-encoding kept) when the server passes it on, else the decoded path encoded again."""
     raw = request.environ.get("RAW_URI") or request.environ.get("REQUEST_URI")
     path = raw.partition("?")[0] if raw else quote(request.script_root + request.path, safe="/:@!$&'()*+,;=~")
-    return request.host_url.rstrip("/") + path
+    return public_root() + path
 
 
 def _read_body(graph: NamedNode | DefaultGraph) -> list[Triple]:
     """Every triple of the request body (each part of a multipart body), or 400/415 before anything
     is written."""
-    base = graph.value if isinstance(graph, NamedNode) else request.base_url
+    base = graph.value if isinstance(graph, NamedNode) else public_url()
     triples = []
     for document in body_parts(request.content_type, request.get_data(cache=False)):
         triples += _parse_document(document, base)

@@ -6,12 +6,23 @@ from pyoxigraph import NamedNode
 
 from server.errors import BadRequest
 
+MAX_IRI = 4096  # characters of an IRI parameter: /resource repeats it in its Link headers, one per format
+
+
+def bounded_iri_text(name: str, value: str) -> str:
+    """``value`` of IRI parameter ``name``; 400 past ``MAX_IRI`` characters, before anything repeats it."""
+    if len(value) > MAX_IRI:
+        raise BadRequest(f"'{name}' is {len(value):,} characters long; an IRI parameter may have at most "
+                         f"{MAX_IRI:,}")
+    return value
+
 
 def iri_parameter(name: str) -> NamedNode:
     """The required parameter ``name`` as an IRI; 400 when it is missing or not an IRI."""
     value = request.args.get(name)
     if not value:
         raise BadRequest(f"missing parameter '{name}' (an IRI)")
+    bounded_iri_text(name, value)
     try:
         return NamedNode(value)
     except ValueError as error:

@@ -27,6 +27,8 @@ from server.http.context import (
     current_queries,
     current_store,
     notify_written,
+    public_root,
+    public_url,
     require_write_access,
 )
 from server.http.federation import ServiceLimits, relayed
@@ -129,7 +131,7 @@ def evaluate_query(operation: Operation) -> Response:
     config = current_config()
     task = QueryTask(operation.text, requested_accept(), config.max_result_rows, config.max_result_bytes,
                      config.service_allow, tuple(g.value for g in operation.default_graphs),
-                     tuple(g.value for g in operation.named_graphs), base_iri=request.base_url,
+                     tuple(g.value for g in operation.named_graphs), base_iri=public_url(),
                      service_limits=service_limits(config))
     store, workers = current_store(), current_queries()
     if isinstance(store, RemoteStore):
@@ -151,7 +153,7 @@ def evaluate_update(operation: Operation) -> Response:
     require_write_access()
     config = current_config()
     task = UpdateTask(operation.text, config.service_allow, tuple(g.value for g in operation.default_graphs),
-                      tuple(g.value for g in operation.named_graphs), base_iri=request.base_url)
+                      tuple(g.value for g in operation.named_graphs), base_iri=public_url())
     workers = current_queries()
     prepared = (workers.prepare_update(task, config.query_deadline_s) if workers is not None
                 else prepare_update(task))
@@ -193,12 +195,12 @@ def service_description() -> Response:
     a page for a browser (the same facts, with the console a click away)."""
     config = current_config()
     store = current_store()
-    root = request.host_url.rstrip("/")
+    root, endpoint = public_root(), public_url()
     languages = [SD.SPARQL11Query] + ([SD.SPARQL11Update] if config.token and not config.read_only else [])
     features = [SD.UnionDefaultGraph] + ([SD.BasicFederatedQuery] if config.service_allow else [])
     graphs = [(graph, graph_role(store, graph)) for graph in sorted(store.named_graphs(), key=lambda g: g.value)]
-    triples = _description_triples(NamedNode(request.base_url), root, languages, features, graphs)
-    page = {"endpoint": request.base_url, "void": root + VOID_PATH, "languages": languages, "features": features,
+    triples = _description_triples(NamedNode(endpoint), root, languages, features, graphs)
+    page = {"endpoint": endpoint, "void": root + VOID_PATH, "languages": languages, "features": features,
             "formats": RESULT_FORMATS, "graphs": graphs, "service_allow": config.service_allow,
             "updates": SD.SPARQL11Update in languages}
     return linked_data_response(triples, lambda: render_template("service.html", **page), "no description",

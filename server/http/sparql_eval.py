@@ -30,6 +30,7 @@ from server.http.sparql_guard import (
     has_dataset_clause,
     parse_error,
     service_spans,
+    without_calls,
     written_graphs,
 )
 
@@ -178,8 +179,9 @@ def deadline_exceeded(deadline_s: float | None) -> GlassgraphError:
 def prepare_update(task: UpdateTask) -> PreparedUpdate:
     """Check an update (sparql_guard), apply the protocol's USING graphs, and prove that it parses
     (and, when the guard renamed harmless SERVICE/LOAD, that the renamed reading parses too) on a
-    thread with ``PARSE_STACK_BYTES`` of stack. An update calling an allowed endpoint is not tried,
-    since trying runs it."""
+    thread with ``PARSE_STACK_BYTES`` of stack. Trying an update runs it (on an empty store), so an
+    update calling an allowed endpoint is tried with its endpoints swapped for one nobody answers;
+    the server then runs it with each SERVICE and LOAD going through the relay (``federation``)."""
     checked = check_user_sparql(task.text, task.service_allow, is_update=True, base=task.base_iri)
     text = task.text
     if task.using_graphs or task.using_named_graphs:
@@ -187,13 +189,12 @@ def prepare_update(task: UpdateTask) -> PreparedUpdate:
                          [NamedNode(g) for g in task.using_named_graphs])
     if checked.must_parse is not None and _parse_error_on_small_stack(checked.must_parse, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
-    if not checked.calls_remote:
-        error = _parse_error_on_small_stack(text, task.base_iri)
-        if error is not None:
-            raise BadRequest(f"malformed update: {plain_syntax_error(error, text).sentence}")
+    spans = service_spans(text, task.base_iri, ("SERVICE", "LOAD")) if checked.calls_remote else ()
+    error = _parse_error_on_small_stack(without_calls(text, spans), task.base_iri)
+    if error is not None:
+        raise BadRequest(f"malformed update: {plain_syntax_error(error, text).sentence}")
     touched = written_graphs(text, task.base_iri)
-    return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)),
-                          service_spans(text, task.base_iri) if checked.calls_remote else ())
+    return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)), spans)
 
 
 @dataclass(frozen=True)

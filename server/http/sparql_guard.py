@@ -118,18 +118,34 @@ def _remote_targets(tokens: Sequence[Token], base: str | None) -> list[tuple[Tok
 
 @dataclass(frozen=True)
 class Span:
-    """Where a SERVICE clause names its endpoint in a text: ``text[start:end]`` denotes ``endpoint``."""
+    """Where a SERVICE clause (or a LOAD) names its endpoint in a text: ``text[start:end]`` denotes ``endpoint``."""
 
     start: int
     end: int
     endpoint: str
+    keyword: str = "SERVICE"
 
 
-def service_spans(text: str, base: str | None) -> tuple[Span, ...]:
-    """The endpoint of every SERVICE keyword in a text that passed :func:`check_remote_calls` (which
-    verified that the lexer finds every genuine keyword and that each names a constant IRI)."""
-    return tuple(Span(nxt.start, nxt.end, iri) for token, nxt, iri in _with_iris(tokenize(text), base)
-                 if token.is_word("SERVICE") and nxt is not None and iri is not None)
+def service_spans(text: str, base: str | None, keywords: tuple[str, ...] = ("SERVICE",)) -> tuple[Span, ...]:
+    """The endpoint of every SERVICE keyword (or each of ``keywords``: ``LOAD`` too, in an update) in a
+    text that passed :func:`check_remote_calls` (which verified that the lexer finds every genuine
+    keyword and that each names a constant IRI)."""
+    return tuple(Span(nxt.start, nxt.end, iri, token.value.upper())
+                 for token, nxt, iri in _with_iris(tokenize(text), base)
+                 if token.is_word(*keywords) and nxt is not None and iri is not None)
+
+
+NOT_CALLED = "<urn:glassgraph:not-called>"  # an endpoint no SERVICE or LOAD can reach
+
+
+def without_calls(text: str, spans: Sequence[Span]) -> str:
+    """``text`` with the endpoint at each span replaced by one that cannot be called: parsing (and so
+    running, on an empty store) this text proves the real one parses, without calling anybody."""
+    pieces, cursor = [], 0
+    for span in sorted(spans, key=lambda s: s.start):
+        pieces += [text[cursor:span.start], NOT_CALLED]
+        cursor = span.end
+    return "".join(pieces) + text[cursor:]
 
 
 def written_graphs(text: str, base: str | None = None) -> set[str] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyoxigraph import NamedNode
 
 from server import vocab
-from server.store_base import StoreBackend
+from server.store_base import StoreBackend, Values
 
 _INTEGERS = ("size", "pages", "chunks", "facts", "warnings")
 
@@ -49,12 +49,16 @@ def list_documents(store: StoreBackend, collection: str, doc: NamedNode | None =
     return list(documents.values())
 
 
+def delete_values(collection: str, doc: NamedNode) -> Values:
+    """The parameters of ``sparql/ingest_delete_document.ru`` for ``doc`` in ``collection``."""
+    return {("doc", "kg", "src"): [(doc, vocab.collection_graph(collection), vocab.source_graph(collection))]}
+
+
 def delete_document(store: StoreBackend, collection: str, doc: NamedNode) -> bool:
     """Delete ``doc`` from ``collection`` (see ``sparql/ingest_delete_document.ru``); False if it is not there."""
     with store.writing():
         if not holds_document(store, collection, doc):
             return False
-        store.update("ingest_delete_document", {("doc", "kg", "src"): [
-            (doc, vocab.collection_graph(collection), vocab.source_graph(collection))]})
+        store.update("ingest_delete_document", delete_values(collection, doc))
     store.notify_loaded(collection)
     return True

@@ -1,10 +1,13 @@
 """Ingesting one document: its bytes become pages, chunks, facts and their provenance, in one transaction.
 
-The document's IRI derives from the sha256 of its bytes (``urn:trustgraph:doc:{first 20 hex digits}``),
-so the same bytes are recognised and ingesting them again changes nothing. A different file with
-the title of a document already in the collection is a new version: ``prov:wasRevisionOf`` the old one
-(which stays until it is deleted). Everything the document brings (knowledge triples, provenance,
-librarian text) is written by one ``extend``: a crash at any moment leaves all of it or none.
+The document's IRI derives from the sha256 of its bytes and from its collection
+(``urn:trustgraph:doc:{first 20 hex digits}-{collection tag}``, :func:`document_id`), so the same bytes
+are recognised in a collection and ingesting them again changes nothing there, while the same bytes in
+another collection (chunked otherwise, perhaps) are another document with pages, chunks and text of its
+own. A different file with the title of a document already in the collection is a new version:
+``prov:wasRevisionOf`` the old one (which stays until it is deleted). Everything the document brings
+(knowledge triples, provenance, librarian text) is written in one transaction, with the deletion of the
+earlier extraction when it replaces one: a crash at any moment leaves all of it or none.
 The data model is in docs/architecture.md ('Ingested documents').
 """
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
 from server.errors import LimitExceeded, LLMFailed
-from server.ingest.catalog import delete_document, existing_document, list_documents
+from server.ingest.catalog import delete_values, existing_document, list_documents
 from server.ingest.chunking import Span, TooManyChunks, split
 from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all, prompt_versions
 from server.ingest.facts import FactBuilder
@@ -28,6 +31,7 @@ from server.store_base import StoreBackend
 from server.vocab import DC, PROV, RDFS, TG
 
 ID_LENGTH = 20  # hex digits of the sha256 in a document's IRI
+COLLECTION_TAG_LENGTH = 8  # hex digits of the collection name's sha256 after them
 MAX_CHUNKS = 20_000  # per document: 40 MB of text at the default size; counted while splitting (chunk size 1
 # over 3 MB of text made 3 million spans, +590 MB, before the count)
 EXTRACTOR = "kg-extract (relationships, definitions)"
@@ -101,10 +105,18 @@ def chunk_spans(document: Document, options: IngestOptions) -> list[tuple[Page, 
     return found
 
 
-def document_id(data: bytes) -> tuple[str, str]:
-    """``(id, sha256 hex)`` of a document's bytes."""
+def document_id(data: bytes, collection: str) -> tuple[str, str]:
+    """``(id, sha256 hex)`` of a document's bytes in ``collection``: see :func:`collection_document_id`."""
     digest = hashlib.sha256(data).hexdigest()
-    return digest[:ID_LENGTH], digest
+    return collection_document_id(digest, collection), digest
+
+
+def collection_document_id(digest: str, collection: str) -> str:
+    """The id of the document with sha256 ``digest`` in ``collection``: the digest's first ``ID_LENGTH`` hex
+    digits (recognisable), a hyphen, and a tag of the collection (the first ``COLLECTION_TAG_LENGTH`` hex digits
+    of its name's sha256), so that no page, chunk or text is shared between collections."""
+    tag = hashlib.sha256(collection.encode("utf-8")).hexdigest()[:COLLECTION_TAG_LENGTH]
+    return f"{digest[:ID_LENGTH]}-{tag}"
 
 
 class Ingester:
@@ -120,7 +132,7 @@ class Ingester:
         ``collection``. ``total(n)`` learns the number of chunks, ``progress(n)`` each one done.
         ``document``: the bytes already read by :func:`~server.ingest.formats.read_document` (a PDF's
         text may take seconds), else they are read here."""
-        doc_id, digest = document_id(data)
+        doc_id, digest = document_id(data, collection)
         doc = vocab.document_iri(doc_id)
         if existing_document(self.store, collection, doc_id) is not None and not options.replace:
             return self._unchanged(doc_id, collection)
@@ -141,11 +153,12 @@ class Ingester:
         quads += vocab.activity_quads(vocab.source_graph(collection), vocab.activity_iri(doc_id), doc,
                                       *self._agent(), started, vocab.now_literal(), self._settings(options, report))
         with self.store.writing():
-            if existing_document(self.store, collection, doc_id) is not None:
-                if not options.replace:  # ingested meanwhile
-                    return self._unchanged(doc_id, collection)
-                delete_document(self.store, collection, doc)  # its own transaction: a crash here leaves neither
-            self.store.extend(quads)
+            if existing_document(self.store, collection, doc_id) is None:
+                self.store.extend(quads)
+            elif not options.replace:  # ingested meanwhile
+                return self._unchanged(doc_id, collection)
+            else:  # the earlier extraction goes in the same transaction: a crash leaves one or the other
+                self.store.update_then_extend("ingest_delete_document", delete_values(collection, doc), quads)
         self.store.notify_loaded(collection, _added_labels(quads, vocab.collection_graph(collection)))
         return report
 
