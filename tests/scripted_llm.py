@@ -134,9 +134,12 @@ def _handler(server: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             recorded = Recorded("POST", self.path, dict(self.headers), body)
-            if self.path.rstrip("/") == "/tokenize" and server.local is not None:
-                server.tokenized += 1
-                self._json(200, {"tokens": count_tokens(str(body.get("content", "")))})
+            if "tokenize" in self.path:  # not a chat request: only the local model has a tokenizer
+                if server.local is not None and self.path.rstrip("/") == "/tokenize":
+                    server.tokenized += 1
+                    self._json(200, {"tokens": count_tokens(str(body.get("content", "")))})
+                else:
+                    self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return
             server.requests.append(recorded)
             if self.path.rstrip("/") != "/v1/chat/completions":
