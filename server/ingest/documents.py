@@ -20,7 +20,7 @@ from server import vocab
 from server.errors import LimitExceeded, LLMFailed
 from server.ingest.catalog import delete_document, existing_document, list_documents
 from server.ingest.chunking import Span, split
-from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all, prompt_versions
+from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all, ground, prompt_versions
 from server.ingest.facts import FactBuilder
 from server.ingest.formats import Document, Page, read_document
 from server.rag.label_index import LabelIndex
@@ -68,6 +68,7 @@ class IngestReport:
     facts: int = 0
     mentions: int = 0
     unusable_lines: int = 0
+    ungrounded: int = 0  # extracted facts dropped: their chunk does not name their entities
     warnings: list[str] = field(default_factory=list)
     revision_of: list[str] = field(default_factory=list)
     extracted: bool = False  # an LLM extracted facts (False: mentions only)
@@ -169,14 +170,19 @@ class Ingester:
         builder = FactBuilder(self.index, collection)
         builder.resolve_names(extracted)
         for chunk, facts in zip(chunks, extracted, strict=True):
+            ground(facts, chunk.text, lambda name, chunk=chunk: builder.resolved(name) in chunk.mentions)
             chunk.facts = builder.triples(facts)
             report.unusable_lines += facts.skipped
+            report.ungrounded += facts.ungrounded
             report.warnings += [f"page {chunk.page} chunk {chunk.index}: {error}" for error in facts.errors]
         if extracted and all(len(facts.errors) == len(PROMPTS) for facts in extracted):
             raise LLMFailed("every extraction call failed, so nothing was ingested; the first: "
                             f"{extracted[0].errors[0]}")
         if report.unusable_lines:
             report.warnings.append(f"{report.unusable_lines} line(s) of the LLM's replies were unusable and skipped")
+        if report.ungrounded:
+            report.warnings.append(f"{report.ungrounded} extracted fact(s) were dropped: their chunk does not name "
+                                   "their entities, or they copy a prompt's example")
         return builder.new_labels()
 
     def _same_title(self, title: str, collection: str, this: NamedNode) -> list[NamedNode]:
