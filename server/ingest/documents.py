@@ -29,6 +29,7 @@ from server.vocab import DC, PROV, RDFS, TG
 
 ID_LENGTH = 20  # hex digits of the sha256 in a document's IRI
 MAX_PAGES = 10_000  # per document, in every format: 200 KB of '<h1>a</h1>' made 20,000 pages (+770 MB)
+MAX_WARNINGS_KEPT = 20  # warnings an ingest records in its activity (tg:warning); tg:warningCount counts all
 MAX_CHUNKS = 20_000  # per document: 40 MB of text at the default size; chunk size 1 made 100,000 (+1.7 GB)
 EXTRACTOR = "kg-extract (relationships, definitions)"
 MENTIONS_ONLY = "kg-extract (label mentions only: no LLM configured)"
@@ -259,6 +260,7 @@ class Ingester:
             (TG.chunkSize, integer(options.chunk_size)), (TG.chunkOverlap, integer(options.chunk_overlap)),
             (TG.pageCount, integer(report.pages)), (TG.chunkCount, integer(report.chunks)),
             (TG.factCount, integer(report.facts)), (TG.warningCount, integer(len(report.warnings)))]
+        settings += [(TG.warning, Literal(warning)) for warning in report.warnings[:MAX_WARNINGS_KEPT]]
         if self.llm is not None:
             settings.append((TG.llmModel, Literal(self.llm.model)))
             settings += [(TG.promptVersion, Literal(version)) for version in prompt_versions()]
