@@ -190,12 +190,24 @@ def extract_chunk(llm: Completer, text: str) -> ChunkFacts:
 
 def extract_all(llm: Completer, texts: Sequence[str], workers: int,
                 progress: Callable[[], None] | None = None) -> list[ChunkFacts]:
-    """:func:`extract_chunk` on every text, ``workers`` at a time, results in the texts' order."""
+    """:func:`extract_chunk` on every text, ``workers`` at a time, results in the texts' order.
+
+    Interrupted (Ctrl-C: ``KeyboardInterrupt`` in the waiting thread), it cancels the LLM's calls in
+    progress and queued (``llm.cancel()`` where the provider has one) and returns at once, without
+    waiting for the workers, which end as their calls do."""
     def one(text: str) -> ChunkFacts:
         facts = extract_chunk(llm, text)
         if progress is not None:
             progress()
         return facts
 
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="extract") as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="extract")
+    try:
         return list(pool.map(one, texts))
+    except BaseException:
+        cancel = getattr(llm, "cancel", None)
+        if cancel is not None:
+            cancel()
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
