@@ -16,7 +16,8 @@ from server.cli.display import trace_lines
 from server.config import Config
 from server.explain.trace import read_trace
 from server.rag.choice import estimate_tokens
-from server.rag.llm import LLMTimeout, selection_reply_tokens
+from server.rag.llm import LLMCancelled, LLMTimeout, selection_reply_tokens
+from server.rag.llm_slots import EndpointSlots
 from server.rag.openai_llm import OpenAILLM
 from server.rag.pipeline import GraphRag, make_graph_rag
 from server.rag.retrieval import edge_id
@@ -101,10 +102,8 @@ def test_calls_to_a_local_server_queue_for_its_one_slot(scripted_llm: ScriptedLL
 
     other = threading.Thread(target=second)
     other.start()
-    deadline = time.monotonic() + GENEROUS_S
-    while llm.slots.waiting == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert llm.slots.waiting == 1 and len(scripted_llm.requests) == 1  # queued here, not in the server
+    until(lambda: llm.slots.waiting == 1, "the second call queued")
+    assert len(scripted_llm.requests) == 1  # queued here, not in the server
     first.join(GENEROUS_S)
     other.join(GENEROUS_S)
     assert waited and waited[0] > 0 and len(scripted_llm.requests) == 2
@@ -142,3 +141,35 @@ def test_the_trace_lists_every_batch_and_the_edges_never_offered(sample_store: G
     assert f"    Never offered to the model: {details['unofferedEdges']} edge(s)" in shown
     assert "    Batch 2: " + details["batches"][1].split(": ", 1)[1] in shown
 
+
+
+def until(condition, what: str) -> None:  # noqa: ANN001
+    """Wait for ``condition()`` (a state another thread reaches), within GENEROUS_S."""
+    deadline = time.monotonic() + GENEROUS_S
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_slots_serve_waiters_first_come_first_and_a_cancelled_one_leaves() -> None:
+    slots, never, order = EndpointSlots(1), threading.Event(), []
+
+    def call(name: str, cancelled: threading.Event = never) -> None:
+        try:
+            with slots.hold(cancelled):
+                order.append(name)
+        except LLMCancelled:
+            order.append(f"{name} cancelled")
+
+    stop = threading.Event()
+    with slots.hold(never):
+        threads = []
+        for number, (name, cancelled) in enumerate([("first", never), ("leaves", stop), ("second", never)], 1):
+            threads.append(threading.Thread(target=call, args=(name, cancelled)))
+            threads[-1].start()
+            until(lambda number=number: slots.waiting == number, f"{name} queued")
+        stop.set()
+        until(lambda: slots.waiting == 2, "the cancelled waiter left the queue")
+    for thread in threads:
+        thread.join(GENEROUS_S)
+    assert order == ["leaves cancelled", "first", "second"] and slots.waiting == 0

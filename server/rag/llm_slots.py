@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit
@@ -22,13 +23,19 @@ _POLL_S = 0.1  # how often a waiting caller checks whether it was cancelled
 
 
 class EndpointSlots:
-    """``size`` calls at once; ``waiting`` callers queued for one."""
+    """``size`` calls at once, the others served in the order they came (a question waits behind the
+    ingest calls queued before it, not behind every one that comes after)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.waiting = 0
-        self._free = threading.Semaphore(size)
+        self._free = size
+        self._queue: deque[threading.Event] = deque()  # the waiters' turns, first come first
         self._lock = threading.Lock()
+
+    @property
+    def waiting(self) -> int:
+        """Callers queued for a slot now."""
+        return len(self._queue)
 
     @contextmanager
     def hold(self, cancelled: threading.Event) -> Iterator[float]:
@@ -36,18 +43,32 @@ class EndpointSlots:
         :class:`LLMCancelled` if ``cancelled`` is set before a slot is free."""
         started = time.monotonic()
         with self._lock:
-            self.waiting += 1
-        try:
-            while not self._free.acquire(timeout=_POLL_S):
-                if cancelled.is_set():
-                    raise LLMCancelled("cancelled while waiting for the LLM")
-        finally:
-            with self._lock:
-                self.waiting -= 1
+            turn = None if self._free and not self._queue else threading.Event()
+            if turn is None:
+                self._free -= 1
+            else:
+                self._queue.append(turn)
+        while turn is not None and not turn.wait(_POLL_S):
+            if cancelled.is_set():
+                with self._lock:
+                    handed = turn.is_set()
+                    if not handed:
+                        self._queue.remove(turn)
+                if handed:
+                    self._release()
+                raise LLMCancelled("cancelled while waiting for the LLM")
         try:
             yield time.monotonic() - started
         finally:
-            self._free.release()
+            self._release()
+
+    def _release(self) -> None:
+        """Hand the slot to the first waiter, else free it."""
+        with self._lock:
+            if self._queue:
+                self._queue.popleft().set()
+            else:
+                self._free += 1
 
 
 _ENDPOINTS: dict[str, EndpointSlots] = {}
