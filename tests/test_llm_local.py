@@ -173,3 +173,21 @@ def test_slots_serve_waiters_first_come_first_and_a_cancelled_one_leaves() -> No
     for thread in threads:
         thread.join(GENEROUS_S)
     assert order == ["leaves cancelled", "first", "second"] and slots.waiting == 0
+
+
+def test_a_question_goes_before_the_background_work_queued_for_the_slot() -> None:
+    slots, never, order = EndpointSlots(1), threading.Event(), []
+
+    def call(name: str, background: bool) -> None:
+        with slots.hold(never, background):
+            order.append(name)
+
+    with slots.hold(never, background=True):  # a chunk's extraction in progress
+        threads = []
+        for number, (name, background) in enumerate([("chunk 2", True), ("chunk 3", True), ("question", False)], 1):
+            threads.append(threading.Thread(target=call, args=(name, background)))
+            threads[-1].start()
+            until(lambda number=number: slots.waiting == number, f"{name} queued")
+    for thread in threads:
+        thread.join(GENEROUS_S)
+    assert order == ["question", "chunk 2", "chunk 3"]

@@ -23,37 +23,38 @@ _POLL_S = 0.1  # how often a waiting caller checks whether it was cancelled
 
 
 class EndpointSlots:
-    """``size`` calls at once, the others served in the order they came (a question waits behind the
-    ingest calls queued before it, not behind every one that comes after)."""
+    """``size`` calls at once; the others wait, questions before background work (ingest), each kind
+    first come first: a question waits for the calls in progress, not for a document's queued chunks."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._free = size
-        self._queue: deque[threading.Event] = deque()  # the waiters' turns, first come first
+        self._queues = (deque[threading.Event](), deque[threading.Event]())  # questions', background work's
         self._lock = threading.Lock()
 
     @property
     def waiting(self) -> int:
         """Callers queued for a slot now."""
-        return len(self._queue)
+        return sum(len(queue) for queue in self._queues)
 
     @contextmanager
-    def hold(self, cancelled: threading.Event) -> Iterator[float]:
+    def hold(self, cancelled: threading.Event, background: bool = False) -> Iterator[float]:
         """One slot for the ``with`` block; yields the seconds spent waiting for it. Raises
         :class:`LLMCancelled` if ``cancelled`` is set before a slot is free."""
         started = time.monotonic()
+        queue = self._queues[background]
         with self._lock:
-            turn = None if self._free and not self._queue else threading.Event()
+            turn = None if self._free and not self.waiting else threading.Event()
             if turn is None:
                 self._free -= 1
             else:
-                self._queue.append(turn)
+                queue.append(turn)
         while turn is not None and not turn.wait(_POLL_S):
             if cancelled.is_set():
                 with self._lock:
                     handed = turn.is_set()
                     if not handed:
-                        self._queue.remove(turn)
+                        queue.remove(turn)
                 if handed:
                     self._release()
                 raise LLMCancelled("cancelled while waiting for the LLM")
@@ -63,10 +64,11 @@ class EndpointSlots:
             self._release()
 
     def _release(self) -> None:
-        """Hand the slot to the first waiter, else free it."""
+        """Hand the slot to the first waiter (a question's before background work), else free it."""
         with self._lock:
-            if self._queue:
-                self._queue.popleft().set()
+            queue = next((queue for queue in self._queues if queue), None)
+            if queue is not None:
+                queue.popleft().set()
             else:
                 self._free += 1
 

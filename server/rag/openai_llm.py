@@ -45,7 +45,8 @@ _CONTEXT_WORDS = ("context length", "context size", "context window", "context_l
 class OpenAILLM:
     """Chat completions through the openai client: selection, extraction and the answer, each streamed."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, background: bool = False) -> None:
+        """``background``: its calls wait behind questions' for the endpoint's slots (ingest)."""
         if not config.llm_api_key and not config.llm_base_url:
             raise ValueError(
                 "GLASSGRAPH_LLM=openai needs GLASSGRAPH_LLM_API_KEY (or OPENAI_API_KEY) "
@@ -64,6 +65,7 @@ class OpenAILLM:
         )
         self._where = str(self._client.base_url).rstrip("/")
         self.slots = endpoint_slots(self._where, config.llm_concurrency)
+        self._background = background
         self._cancelled = threading.Event()
         self._active: set[_Watch] = set()
         self._active_lock = threading.Lock()
@@ -104,7 +106,7 @@ class OpenAILLM:
             raise LLMCancelled("cancelled")
         stats = CallStats()
         self._calls.last = stats
-        with self.slots.hold(self._cancelled) as waited:
+        with self.slots.hold(self._cancelled, self._background) as waited:
             stats.queued_s = waited
             watch = _Watch(self._timeout, self._deadline)
             with self._active_lock:
