@@ -67,10 +67,10 @@ class TimedLLM:
         self.llm, self.model, self.seconds = llm, llm.model, 0.0
         self._lock = threading.Lock()
 
-    def complete(self, prompt: str) -> str:
+    def complete(self, prompt: str, max_tokens: int | None = None) -> str:
         started = time.perf_counter()
         try:
-            return self.llm.complete(prompt)
+            return self.llm.complete(prompt, max_tokens)
         finally:
             with self._lock:
                 self.seconds += time.perf_counter() - started

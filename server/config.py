@@ -80,7 +80,10 @@ class Config:
     llm_base_url: str | None = None  # GLASSGRAPH_LLM_BASE_URL (or OPENAI_BASE_URL)
     llm_api_key: str | None = None  # GLASSGRAPH_LLM_API_KEY (or OPENAI_API_KEY)
     llm_model: str = "gpt-4o-mini"  # GLASSGRAPH_LLM_MODEL
-    llm_timeout_s: float = 60.0  # GLASSGRAPH_LLM_TIMEOUT
+    llm_timeout_s: float = 60.0  # GLASSGRAPH_LLM_TIMEOUT: seconds to the first token of a reply (each attempt)
+    llm_deadline_s: float = 300.0  # GLASSGRAPH_LLM_DEADLINE: seconds one LLM call may take, streaming included
+    llm_answer_tokens: int = 1024  # GLASSGRAPH_LLM_ANSWER_TOKENS: max_tokens of an answer
+    llm_concurrency: int | None = None  # GLASSGRAPH_LLM_CONCURRENCY: calls at once per endpoint (1 for loopback)
     llm_retries: int = 2  # GLASSGRAPH_LLM_RETRIES
     llm_context: int = 8192  # GLASSGRAPH_LLM_CONTEXT: the model's context length in tokens (prompt and reply)
     sse_keepalive_s: float = 15.0  # GLASSGRAPH_SSE_KEEPALIVE: SSE comment after this idle time (0: none)
@@ -203,6 +206,9 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "llm_model": (("GLASSGRAPH_LLM_MODEL",), "str"),
     "llm_timeout_s": (("GLASSGRAPH_LLM_TIMEOUT",), "float"),
     "llm_retries": (("GLASSGRAPH_LLM_RETRIES",), "int"),
+    "llm_deadline_s": (("GLASSGRAPH_LLM_DEADLINE",), "float"),
+    "llm_answer_tokens": (("GLASSGRAPH_LLM_ANSWER_TOKENS",), "int"),
+    "llm_concurrency": (("GLASSGRAPH_LLM_CONCURRENCY",), "int"),
     "llm_context": (("GLASSGRAPH_LLM_CONTEXT",), "int"),
     "sse_keepalive_s": (("GLASSGRAPH_SSE_KEEPALIVE",), "float"),
     "max_answers": (("GLASSGRAPH_MAX_ANSWERS",), "int"),

@@ -6,11 +6,21 @@ request that makes the reply, for many concurrent requests such as document extr
 the next queued reply, else the responder's,
 as SSE chunks ending with ``data: [DONE]`` when the request asks to stream, as one JSON
 completion otherwise. Requests are recorded in ``server.requests``.
+
+``behave_like_local_model()`` makes it a serial local model server (llama.cpp, llama-cpp-python):
+one request computed at a time, a reply that never ends (its text over and over, a token a word)
+unless ``max_tokens`` stops it, ``: ping`` comments on a stream while it waits its turn, a
+``POST /tokenize`` endpoint (``{"content"}`` -> ``{"tokens"}``) and ``usage`` counts. A streamed request
+stops being computed when its client is gone (as those servers do when a write fails); a request
+computed on after its client left counts in ``server.abandoned``.
 """
 from __future__ import annotations
 
 import json
 import queue
+import re
+import select
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +55,20 @@ class Recorded:
         return "\n".join(str(m.get("content", "")) for m in self.body.get("messages", []))
 
 
+@dataclass
+class LocalModel:
+    """How the serial local model computes: ``token_s`` a token, a ``: ping`` every ``ping_s`` while queued."""
+
+    token_s: float = 0.01
+    ping_s: float = 0.05
+    turn: threading.Lock = field(default_factory=threading.Lock)  # one request computed at a time
+
+
+def count_tokens(text: str) -> list[int]:
+    """The scripted tokenizer: a token for each word and each other symbol."""
+    return [len(token) for token in re.findall(r"\w+|[^\w\s]", text)]
+
+
 class ScriptedLLM:
     """The server; ``close()`` stops it and wakes any stalled reply."""
 
@@ -55,6 +79,10 @@ class ScriptedLLM:
         self.requests: list[Recorded] = []
         self.closing = threading.Event()
         self.responder: Callable[[Recorded], Reply] | None = None  # replies when none is queued
+        self.local: LocalModel | None = None  # see behave_like_local_model
+        self.tokenized = 0  # POST /tokenize requests answered
+        self.abandoned = 0  # requests computed on after their client had gone (local model)
+        self.computing = threading.Event()  # set while the local model computes a request
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._server.block_on_close = False
@@ -77,6 +105,11 @@ class ScriptedLLM:
     def stall(self, seconds: float, text: str = "too late") -> None:
         """Queue a reply that starts only after ``seconds`` (or when the server closes)."""
         self.replies.put(Reply(text=text, delay_s=seconds))
+
+    def behave_like_local_model(self, token_s: float = 0.01, ping_s: float = 0.05) -> LocalModel:
+        """Serve as a serial local model server (see the module)."""
+        self.local = LocalModel(token_s, ping_s)
+        return self.local
 
     def close(self) -> None:
         self.closing.set()
@@ -101,6 +134,13 @@ def _handler(server: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             recorded = Recorded("POST", self.path, dict(self.headers), body)
+            if "tokenize" in self.path:  # not a chat request: only the local model has a tokenizer
+                if server.local is not None and self.path.rstrip("/") == "/tokenize":
+                    server.tokenized += 1
+                    self._json(200, {"tokens": count_tokens(str(body.get("content", "")))})
+                else:
+                    self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                return
             server.requests.append(recorded)
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
@@ -116,6 +156,8 @@ def _handler(server: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 if reply.status >= 400:
                     error = {"message": reply.error, "type": "server_error", "code": None}
                     self._json(reply.status, {"error": error}, {"x-should-retry": "true", "retry-after-ms": "1"})
+                elif server.local is not None:
+                    self._compute(server.local, reply, body, recorded.prompt)
                 elif body.get("stream"):
                     self._stream(reply, body.get("model", server.model))
                 else:
@@ -144,7 +186,72 @@ def _handler(server: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(f"data: {event}\n\n".encode())
                 self.wfile.flush()
 
+        def _gone(self) -> bool:
+            """Whether the client closed its end (a readable socket with nothing to read)."""
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
+
+        def _compute(self, local: LocalModel, reply: Reply, body: dict, prompt: str) -> None:
+            """The serial local model: wait for the turn (pinging a stream), then a token at a time."""
+            streaming, model = bool(body.get("stream")), body.get("model", server.model)
+            limit = body.get("max_tokens") or body.get("max_completion_tokens")
+            if streaming:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+            while not local.turn.acquire(timeout=local.ping_s):
+                if server.closing.is_set() or (streaming and self._gone()):
+                    return
+                if streaming:
+                    self._send(": ping\n\n")
+            try:
+                server.computing.set()
+                self._generate(local, reply, streaming, model, limit, count_tokens(prompt))
+            finally:
+                server.computing.clear()
+                local.turn.release()
+
+        def _generate(self, local: LocalModel, reply: Reply, streaming: bool, model: str, limit: int | None,
+                      prompt_tokens: list[int]) -> None:
+            words = [w + " " for w in reply.text.split(" ")] or ["? "]
+            produced: list[str] = []
+            abandoned = False
+            if streaming:
+                self._send(f"data: {_chunk_json({'role': 'assistant', 'content': ''}, model)}\n\n")
+            while limit is None or len(produced) < limit:
+                if server.closing.wait(local.token_s):
+                    return
+                if self._gone():
+                    if streaming:  # the write would fail: the server stops computing
+                        return
+                    if not abandoned:
+                        abandoned = True
+                        server.abandoned += 1
+                produced.append(words[len(produced) % len(words)])
+                if streaming:
+                    self._send(f"data: {_chunk_json({'content': produced[-1]}, model)}\n\n")
+            usage = {"prompt_tokens": len(prompt_tokens), "completion_tokens": len(produced),
+                     "total_tokens": len(prompt_tokens) + len(produced)}
+            if streaming:
+                final = json.loads(_chunk_json({}, model, "length"))
+                self._send(f"data: {json.dumps({**final, 'usage': usage})}\n\ndata: [DONE]\n\n")
+            elif not abandoned:
+                self._json(200, {**_completion("".join(produced), model), "usage": usage})
+
+        def _send(self, text: str) -> None:
+            self.wfile.write(text.encode())
+            self.wfile.flush()
+
     return Handler
+
+
+def _chunk_json(delta: dict, model: str, finish: str | None = None) -> str:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return json.dumps({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
+                       "choices": [choice]})
 
 
 def _completion(text: str, model: str) -> dict:
@@ -165,9 +272,7 @@ def _chunks(reply: Reply, model: str) -> Iterator[str]:
         pieces[-1] = pieces[-1][:-1]
 
     def chunk(delta: dict, finish: str | None = None) -> str:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        body = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model}
-        return json.dumps({**body, "choices": [choice]})
+        return _chunk_json(delta, model, finish)
 
     yield chunk({"role": "assistant", "content": ""})
     for piece in pieces:

@@ -263,3 +263,33 @@ def test_an_interrupted_ingest_resumes_with_the_files_not_yet_ingested(
     assert summary.startswith("ingested 2 document(s)") and summary.endswith("; 1 unchanged")
     assert not any("Lisbon is the capital" in r.prompt for r in llm.requests[start:])  # the first not read again
     assert sorted(d["title"] for d in documents_of(store, "notes")) == ["Spain", "many.txt", "portugal.txt"]
+
+
+def test_ctrl_c_stops_an_ingest_waiting_on_a_local_model_and_commits_nothing(
+        tmp_path: Path, files: Path, scripted_llm: ScriptedLLM) -> None:
+    store = tmp_path / "store"
+    scripted_llm.behave_like_local_model(token_s=0.05)  # an extraction reply: 300 tokens, 15 s
+    scripted_llm.responder = lambda request: Reply(text="still thinking about it")
+    paths = [str(files / "portugal.txt"), str(files / "spain.md")]
+    env = {**_env(), **ingest_env(store, scripted_llm), "GLASSGRAPH_LLM_TIMEOUT": "600",
+           "GLASSGRAPH_LLM_DEADLINE": "600"}
+    child = subprocess.Popen([*GLASSGRAPH, "ingest", *paths, "-C", "notes", "--workers", "2"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert scripted_llm.computing.wait(60), child.communicate()  # an extraction call is being computed
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 130, stderr
+    assert took < 10, took  # generous against the 2 s it takes; waiting for the calls in progress: 15 s and more
+    assert f"interrupted: {paths[0]} was not ingested: nothing of it was committed" in stderr
+    assert f"interrupted: 2 file(s) left: {', '.join(paths)}; run the same command again to resume" in stderr
+    assert "Traceback" not in stderr and "HTTP Request" not in stderr
+    assert documents_of(store, "notes") == []
+    assert scripted_llm.local is not None and scripted_llm.local.turn.acquire(timeout=60)  # the model is idle
+    assert scripted_llm.abandoned == 0  # and computed nothing for the interrupted calls

@@ -139,7 +139,7 @@ def test_a_text_body_is_queued_ingested_listed_read_and_deleted(server: LiveServ
     assert {key: document[key] for key in ("id", "title", "media_type", "pages", "status")} == {
         "id": body["id"], "title": "Portuguese notes", "media_type": "text/plain", "pages": 1, "status": "ingested"}
     assert document["chunks"] > 1 and document["facts"] > 0, document
-    assert status == document  # GET one is the listed entry
+    assert status.pop("warning_messages") and status == document  # GET one is the listed entry, with warnings
     knowledge = vocab.collection_graph("notes")
     lisbon = vocab.entity_iri("Lisbon")
     assert next(store.quads(lisbon, None, None, knowledge), None) is not None
@@ -490,3 +490,19 @@ def test_a_document_over_the_page_limit_is_refused_before_it_is_queued(server: L
     assert response.status_code == 422, response.text
     assert f"more than the {MAX_PAGES}" in response.json()["error"]["message"]
     assert requests.get(f"{server.url}/api/collections/amp/documents", timeout=30).status_code == 404
+
+
+def test_the_status_lists_the_warnings_and_the_upload_sets_its_workers(store: GraphStore,
+                                                                       scripted_llm: ScriptedLLM) -> None:
+    from test_extraction_grounding import echo_examples
+
+    scripted_llm.responder = echo_examples  # the prompts' examples: dropped, and the status says so
+    live = start(store, scripted_llm)
+    try:
+        assert "'workers' must be between 1 and 16" in error_of(post_text(live, b"Lisbon.", workers="0"), 400)
+        body = accepted(post_text(live, NOTES.encode(), workers="1", chunk_size="80", chunk_overlap="0"))
+        status = ingested(live, body["url"])
+        assert status["status"] == "ingested" and status["warnings"] == len(status["warning_messages"]) >= 1
+        assert any("extracted fact(s) were dropped" in warning for warning in status["warning_messages"])
+    finally:
+        live.close()

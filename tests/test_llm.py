@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scripted_llm import ScriptedLLM
 
 from server.config import Config
-from server.rag.llm import NO_ANSWER, LLMError, render_prompt
+from server.rag.llm import NO_ANSWER, LLMError, render_prompt, selection_reply_tokens
 from server.rag.offline import OfflineLLM
 from server.rag.openai_llm import OpenAILLM
 from server.rag.providers import make_llm
@@ -55,7 +55,8 @@ def test_select_is_one_chat_completion_with_the_edges_in_the_prompt(scripted_llm
     [request] = scripted_llm.requests
     assert request.path == "/v1/chat/completions"
     assert request.body["model"] == "test-model" == llm.model
-    assert not request.body.get("stream")
+    assert request.body["stream"] is True  # closing a stream is how a local server learns to stop
+    assert request.body["max_tokens"] == selection_reply_tokens(len(EDGES))
     assert "What is the capital of France?" in request.prompt
     for eid, (s, p, o) in EDGES:
         assert json.dumps({"id": eid, "s": s, "p": p, "o": o}) in request.prompt

@@ -121,6 +121,9 @@ def test_a_refused_prompt_is_halved_and_the_model_still_chooses(sample_store: Gr
     # edges in each prompt: its JSON lines, less the reply format's example line
     first, *halves = (r.prompt.count('{"id": ') - 1 for r in scripted_llm.requests[:3])
     assert first == edges > 2 * 8 and halves == [edges // 2, edges - edges // 2]
+    assert details["batches"][0].startswith(f"1: {edges} edges offered, refused as too long (LLM returned HTTP 400: "
+                                            "This model's maximum context length is 4096 tokens.")
+    assert details["batches"][0].endswith("; halved") and len(details["batches"]) == 3
     assert [e["selected_by"] for e in trace["edges"]] == ["model"] and answer == "Paris."
 
 
@@ -130,3 +133,5 @@ def test_the_display_names_the_model_that_chose_an_edge() -> None:
     edge = {"labels": ["France", "capital", "Paris"], "reasoning": "r", "selected_by": "model", "sources": []}
     assert "        Chosen by: the model (offline)" in selection_lines({"edges": [edge], "model": "offline"})
     assert "        Chosen by: the model" in selection_lines({"edges": [edge]})
+    unexplained = {**edge, "reasoning": ""}  # a model's choice with no reason still says so
+    assert "        Reason: (the model gave none)" in selection_lines({"edges": [unexplained]})

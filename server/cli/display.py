@@ -92,8 +92,8 @@ def edge_lines(edge: dict, show_source: bool = False, model: str | None = None) 
     of the other chunks that mention its subject or object (an ingested document without an LLM links only
     those); ``show_source`` quotes each chunk."""
     lines = [f"      Edge: ({', '.join(edge['labels'])})"]
-    if edge.get("reasoning"):
-        lines.append(f"        Reason: {one_line(edge['reasoning'])}")
+    if edge.get("reasoning") or edge.get("selected_by") == "model":
+        lines.append(f"        Reason: {one_line(edge.get('reasoning') or '') or '(the model gave none)'}")
     if edge.get("selected_by"):
         chooser = CHOSEN_BY.get(edge["selected_by"], edge["selected_by"])
         if edge["selected_by"] == "model" and model:  # "the model (offline)": offline is deterministic too
@@ -118,6 +118,9 @@ def selection_lines(trace: dict, show_source: bool = False) -> list[str]:
     details = trace.get("selection_details") or {}
     if details.get("fallbackReason"):
         lines.append(f"    Fallback: {details['fallbackReason']}")
+    lines += [f"    Batch {entry}" for entry in details.get("batches") or ()]
+    if details.get("unofferedEdges"):
+        lines.append(f"    Never offered to the model: {details['unofferedEdges']} edge(s)")
     for edge in edges:
         lines.extend(edge_lines(edge, show_source, trace.get("model")))
     return lines

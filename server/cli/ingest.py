@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +26,14 @@ from server.rag.label_index import LabelIndex
 from server.store_base import StoreBackend
 
 MAX_WARNINGS_SHOWN = 5  # per file; the rest are counted
+LIBRARY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")  # an INFO line for every request
+
+
+def quiet_libraries() -> None:
+    """The HTTP and openai libraries log warnings only, unless ``OPENAI_LOG`` asks for more."""
+    if "OPENAI_LOG" not in os.environ:
+        for name in LIBRARY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def check_files(paths: list[str], limit: int, collection: str) -> list[str]:
@@ -62,6 +72,7 @@ def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[]
     from server.rag.llm import LLMError
     from server.rag.providers import make_extractor
 
+    quiet_libraries()
     try:
         llm = make_extractor(config)
     except (LLMError, ValueError) as exc:
@@ -75,12 +86,28 @@ def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[]
     if done_before and done_before < len(args.files) and not args.replace:
         print(f"resuming: {done_before} of {len(args.files)} file(s) are already in collection {args.collection!r}",
               file=sys.stderr)
-    reports = [_ingest_one(ingester, name, Path(name).read_bytes(), args, options) for name in args.files]
+    reports: list[IngestReport] = []
+    for number, name in enumerate(args.files):
+        try:
+            reports.append(_ingest_one(ingester, name, Path(name).read_bytes(), args, options))
+        except KeyboardInterrupt:
+            committed = existing_document(store, args.collection, ids[number]) is not None
+            _say_what_was_left(args.files[number + 1:] if committed else args.files[number:], name, committed)
+            raise
     new = [r for r in reports if not r.unchanged]
     print(f"ingested {len(new)} document(s) into collection {args.collection!r}: {sum(r.chunks for r in new)} "
           f"chunks, {sum(r.facts for r in new)} facts, {sum(r.mentions for r in new)} mentions"
           + (f"; {len(reports) - len(new)} unchanged" if len(new) < len(reports) else ""))
     return 0
+
+
+def _say_what_was_left(left: list[str], current: str, committed: bool) -> None:
+    """After Ctrl-C: whether the file in hand was committed (whole) or not at all, and the files left."""
+    state = "was committed before the interrupt" if committed else "was not ingested: nothing of it was committed"
+    print(f"interrupted: {current} {state}", file=sys.stderr)
+    if left:
+        print(f"interrupted: {len(left)} file(s) left: {', '.join(left)}; run the same command again to resume",
+              file=sys.stderr)
 
 
 def _ingest_one(ingester: Ingester, name: str, data: bytes, args: argparse.Namespace,

@@ -15,7 +15,7 @@ DC_TITLE = "http://purl.org/dc/elements/1.1/title"
 DERIVED_FROM = "http://www.w3.org/ns/prov#wasDerivedFrom"
 NODE_TYPES = {TG + "Document": "Document", TG + "Page": "Page", TG + "Chunk": "Chunk"}
 DETAILS = ("selectionMethod", "fallbackReason", "promptEdges", "promptBatches", "trimmedEdges", "promptTokens",
-           "contextTokens")
+           "contextTokens", "unofferedEdges", "llmQueueMs")
 
 
 def key(term: dict) -> str:

@@ -8,7 +8,7 @@ literals to the session, so a failed session still says what happened.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
@@ -81,14 +81,19 @@ class ExplainRecorder:
                      Quad(iri, TG.error, Literal(message), self.graph)])
 
 
-def selection_facts(choice: Choice) -> list[tuple[NamedNode, Term]]:
+def selection_facts(choice: Choice, edges: Mapping[str, Triple] | None = None) -> list[tuple[NamedNode, Term]]:
     """What a selection records about itself: ``tg:selectionMethod`` ("model" or "fallback"),
     ``tg:fallbackReason``, and what the model saw: ``tg:promptEdges``, ``tg:promptBatches``,
-    ``tg:trimmedEdges``, ``tg:promptTokens`` (estimated), ``tg:contextTokens`` (configured)."""
+    ``tg:trimmedEdges``, ``tg:promptTokens`` (counted or estimated), ``tg:contextTokens`` (configured),
+    ``tg:selectionBatch`` (what became of each batch, "N: ..."), ``tg:unofferedEdges`` and, with
+    ``edges`` (edge id -> triple), each ``tg:unofferedEdge``; ``tg:llmQueueMs``, the wait for the endpoint."""
     facts: list[tuple[NamedNode, Term]] = [(TG.selectionMethod, Literal(choice.method))]
     if choice.fallback_reason:
         facts.append((TG.fallbackReason, Literal(choice.fallback_reason)))
     counts = {TG.promptEdges: choice.shown, TG.promptBatches: choice.batches, TG.trimmedEdges: choice.trimmed,
-              TG.promptTokens: choice.prompt_tokens, TG.contextTokens: choice.context_tokens}
+              TG.promptTokens: choice.prompt_tokens, TG.contextTokens: choice.context_tokens,
+              TG.unofferedEdges: len(choice.unoffered), TG.llmQueueMs: round(choice.queued_s * 1000)}
     facts += [(name, Literal(str(value), datatype=XSD.integer)) for name, value in counts.items() if value is not None]
+    facts += [(TG.selectionBatch, Literal(entry)) for entry in choice.batch_log]
+    facts += [(TG.unofferedEdge, edges[edge_id]) for edge_id in choice.unoffered if edges and edge_id in edges]
     return facts

@@ -135,8 +135,18 @@ def _edges(store: StoreBackend, selection: NamedNode, collection: str | None) ->
 def _selection_details(store: StoreBackend, selection: NamedNode) -> dict:
     """How the selection was made (``server.explain.recorder.selection_facts``), as plain values."""
     [row] = store.select("explain_selection", values={"selection": [selection]}, default_graph=store.explain_graph)
-    return {name: int(term.value) if term.value.isdigit() else term.value for name, term in row.items()
-            if name != "selection"}
+    details = {name: int(term.value) if term.value.isdigit() else term.value for name, term in row.items()
+               if name != "selection"}
+    rows = store.select("explain_selection_batches", values={"selection": [selection]},
+                        default_graph=store.explain_graph)
+    batches = sorted((r["batch"].value for r in rows if "batch" in r), key=_batch_number)
+    unoffered = sorted(render_term(r["unoffered"]) for r in rows if "unoffered" in r)
+    return {**details, **({"batches": batches} if batches else {}), **({"unoffered": unoffered} if unoffered else {})}
+
+
+def _batch_number(entry: str) -> int:
+    head = entry.split(":", 1)[0]
+    return int(head) if head.isdigit() else 0
 
 
 def _index(node_iri: str) -> tuple[int, str]:

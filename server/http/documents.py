@@ -1,8 +1,8 @@
 """Documents of a collection over HTTP: ingest (in the background), list, read one, delete one.
 
 ``POST /api/collections/{c}/documents`` takes the file as the body with its media type (``?title=``,
-``?name=`` for the file name, ``?chunk_size=``, ``?chunk_overlap=``), or as ``multipart/form-data``
-(a ``file`` part; ``title``, ``chunk_size``, ``chunk_overlap`` fields). The bytes are checked before
+``?name=`` for the file name, ``?chunk_size=``, ``?chunk_overlap=``, ``?workers=``: chunks sent to the LLM
+at once), or as ``multipart/form-data`` (a ``file`` part; the same names as fields). The bytes are checked before
 the answer: an unsupported or unreadable document is 415 or 422 at once and nothing is queued;
 a readable one is 202 with its id and status URL, or 200 when the same bytes are already there.
 """
@@ -15,7 +15,13 @@ from server.http.api import pipeline
 from server.http.context import current_config, current_store, require_write_access
 from server.http.document_readers import DocumentReaders
 from server.http.multipart import MULTIPART, form_parts
-from server.ingest.catalog import delete_document, document_of_id, existing_document, list_documents
+from server.ingest.catalog import (
+    delete_document,
+    document_of_id,
+    document_warnings,
+    existing_document,
+    list_documents,
+)
 from server.ingest.documents import Ingester, IngestOptions, chunk_spans, document_id
 from server.ingest.jobs import IngestJobs, Job
 from server.rag.llm import LLMError
@@ -24,6 +30,8 @@ from server.rag.providers import make_extractor
 blueprint = Blueprint("documents", __name__)
 
 MAX_CHUNK_SIZE = 1_000_000
+MAX_WORKERS = 16
+_FIELDS = ("title", "chunk_size", "chunk_overlap", "workers", "replace")
 
 
 def _jobs(app: Flask) -> IngestJobs:
@@ -79,14 +87,13 @@ def _collection(name: str, must_exist: bool = True) -> str:
 
 def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
     """``(bytes, declared media type, file name, fields)`` of the request: a multipart ``file`` part or the body."""
-    fields = {key: request.args[key] for key in ("title", "name", "chunk_size", "chunk_overlap", "replace")
-              if key in request.args}
+    fields = {key: request.args[key] for key in ("name", *_FIELDS) if key in request.args}
     if request.mimetype == MULTIPART:
         parts = {part.name: part for part in reversed(form_parts(request.content_type, request.get_data(cache=False)))}
         part = parts.get("file")
         if part is None:
             raise BadRequest("a multipart upload needs a part named 'file' holding the document")
-        for key in ("title", "chunk_size", "chunk_overlap", "replace"):
+        for key in _FIELDS:
             if key in parts:
                 try:
                     fields[key] = parts[key].data.decode("utf-8")
@@ -100,14 +107,16 @@ def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
 
 def _options(fields: dict[str, str]) -> IngestOptions:
     values = {}
-    for key, default, low in (("chunk_size", 2000, 1), ("chunk_overlap", 100, 0)):
+    defaults = IngestOptions()
+    for key, low, high in (("chunk_size", 1, MAX_CHUNK_SIZE), ("chunk_overlap", 0, MAX_CHUNK_SIZE),
+                           ("workers", 1, MAX_WORKERS)):
         raw = fields.get(key, "")
         try:
-            values[key] = int(raw) if raw.strip() else default
+            values[key] = int(raw) if raw.strip() else getattr(defaults, key)
         except ValueError:
             raise BadRequest(f"'{key}' must be an integer, got {raw!r}") from None
-        if not low <= values[key] <= MAX_CHUNK_SIZE:
-            raise BadRequest(f"'{key}' must be between {low} and {MAX_CHUNK_SIZE}, got {values[key]}")
+        if not low <= values[key] <= high:
+            raise BadRequest(f"'{key}' must be between {low} and {high}, got {values[key]}")
     replace = fields.get("replace", "false")
     if replace not in ("true", "false"):
         raise BadRequest(f"'replace' must be true or false, got {replace!r}")
@@ -165,7 +174,8 @@ def document(collection: str, doc_id: str) -> Response:
     doc = document_of_id(doc_id)
     found = list_documents(current_store(), collection, doc) if doc is not None else []
     if found:
-        return jsonify({**found[0], "status": "ingested", "error": None})
+        return jsonify({**found[0], "status": "ingested", "error": None,
+                        "warning_messages": document_warnings(current_store(), collection, doc)})
     if job is None:
         raise NotFound(f"no document {doc_id!r} in collection {collection!r}")
     return jsonify(job.to_dict())

@@ -54,6 +54,12 @@ def delete_values(collection: str, doc: NamedNode) -> Values:
     return {("doc", "kg", "src"): [(doc, vocab.collection_graph(collection), vocab.source_graph(collection))]}
 
 
+def document_warnings(store: StoreBackend, collection: str, doc: NamedNode) -> list[str]:
+    """The warnings the ingest of ``doc`` recorded (the first ``MAX_WARNINGS_KEPT``), sorted."""
+    rows = store.select("ingest_warnings", values={"doc": [doc]}, default_graph=vocab.source_graph(collection))
+    return sorted(row["warning"].value for row in rows)
+
+
 def delete_document(store: StoreBackend, collection: str, doc: NamedNode) -> bool:
     """Delete ``doc`` from ``collection`` (see ``sparql/ingest_delete_document.ru``); False if it is not there."""
     with store.writing():

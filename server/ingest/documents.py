@@ -23,7 +23,7 @@ from server import vocab
 from server.errors import LimitExceeded, LLMFailed
 from server.ingest.catalog import delete_values, existing_document, list_documents
 from server.ingest.chunking import Span, TooManyChunks, split
-from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all, prompt_versions
+from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all, ground, prompt_versions
 from server.ingest.facts import FactBuilder
 from server.ingest.formats import MAX_PAGES, Document, Page, read_document
 from server.rag.label_index import LabelIndex
@@ -34,6 +34,7 @@ ID_LENGTH = 20  # hex digits of the sha256 in a document's IRI
 COLLECTION_TAG_LENGTH = 8  # hex digits of the collection name's sha256 after them
 MAX_CHUNKS = 20_000  # per document: 40 MB of text at the default size; counted while splitting (chunk size 1
 # over 3 MB of text made 3 million spans, +590 MB, before the count)
+MAX_WARNINGS_KEPT = 20  # warnings an ingest records in its activity (tg:warning); tg:warningCount counts all
 EXTRACTOR = "kg-extract (relationships, definitions)"
 MENTIONS_ONLY = "kg-extract (label mentions only: no LLM configured)"
 
@@ -72,6 +73,7 @@ class IngestReport:
     facts: int = 0
     mentions: int = 0
     unusable_lines: int = 0
+    ungrounded: int = 0  # extracted facts dropped: their chunk does not name their entities
     warnings: list[str] = field(default_factory=list)
     revision_of: list[str] = field(default_factory=list)
     extracted: bool = False  # an LLM extracted facts (False: mentions only)
@@ -183,14 +185,19 @@ class Ingester:
         builder = FactBuilder(self.index, collection)
         builder.resolve_names(extracted)
         for chunk, facts in zip(chunks, extracted, strict=True):
+            ground(facts, chunk.text, lambda name, chunk=chunk: builder.resolved(name) in chunk.mentions)
             chunk.facts = builder.triples(facts)
             report.unusable_lines += facts.skipped
+            report.ungrounded += facts.ungrounded
             report.warnings += [f"page {chunk.page} chunk {chunk.index}: {error}" for error in facts.errors]
         if extracted and all(len(facts.errors) == len(PROMPTS) for facts in extracted):
             raise LLMFailed("every extraction call failed, so nothing was ingested; the first: "
                             f"{extracted[0].errors[0]}")
         if report.unusable_lines:
             report.warnings.append(f"{report.unusable_lines} line(s) of the LLM's replies were unusable and skipped")
+        if report.ungrounded:
+            report.warnings.append(f"{report.ungrounded} extracted fact(s) were dropped: their chunk does not name "
+                                   "their entities, or they copy a prompt's example")
         return builder.new_labels()
 
     def _same_title(self, title: str, collection: str, this: NamedNode) -> list[NamedNode]:
@@ -267,6 +274,7 @@ class Ingester:
             (TG.chunkSize, integer(options.chunk_size)), (TG.chunkOverlap, integer(options.chunk_overlap)),
             (TG.pageCount, integer(report.pages)), (TG.chunkCount, integer(report.chunks)),
             (TG.factCount, integer(report.facts)), (TG.warningCount, integer(len(report.warnings)))]
+        settings += [(TG.warning, Literal(warning)) for warning in report.warnings[:MAX_WARNINGS_KEPT]]
         if self.llm is not None:
             settings.append((TG.llmModel, Literal(self.llm.model)))
             settings += [(TG.promptVersion, Literal(version)) for version in prompt_versions()]

@@ -34,6 +34,10 @@ class FactBuilder:
             candidates = linked.get(name, [])
             self._entities[name] = minted if minted in candidates else (candidates[0] if candidates else minted)
 
+    def resolved(self, name: str) -> NamedNode | None:
+        """The entity :meth:`resolve_names` linked or minted for ``name`` (None: not resolved)."""
+        return self._entities.get(name)
+
     def triples(self, facts: ChunkFacts) -> list[Triple]:
         """The chunk's facts as triples (definitions as ``skos:definition``), without duplicates; a
         name with no letter or digit (no IRI can be minted from it) drops its fact."""

@@ -10,6 +10,7 @@ import datetime as dt
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -34,12 +35,18 @@ class Job:
     submitted: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     chunks: int | None = None
     chunks_done: int = 0
+    workers: int = 1  # chunks sent to the LLM at once
+    llm_waiting: Callable[[], int] | None = None  # calls queued for the LLM endpoint now (questions too)
 
     def to_dict(self) -> dict:
-        """The fields of a listed document (pages and facts are known once it is ingested), and progress."""
+        """The fields of a listed document (pages and facts are known once it is ingested), and progress:
+        ``llm_waiting`` counts the calls (of any job or question) queued for the LLM endpoint's slots
+        while this job runs (``GLASSGRAPH_LLM_CONCURRENCY``)."""
+        waiting = self.llm_waiting() if self.llm_waiting is not None and self.status == "running" else None
         return {"id": self.id, "collection": self.collection, "title": self.title, "media_type": self.media_type,
                 "status": self.status, "error": self.error, "submitted": self.submitted, "pages": None,
-                "chunks": self.chunks, "facts": None, "chunks_done": self.chunks_done}
+                "chunks": self.chunks, "facts": None, "chunks_done": self.chunks_done, "workers": self.workers,
+                "llm_waiting": waiting, "warning_messages": []}
 
 
 class IngestJobs:
@@ -63,6 +70,9 @@ class IngestJobs:
                 raise Busy(f"{MAX_QUEUED} documents are already waiting to be ingested: try again later",
                            {"Retry-After": "10"})
             self._jobs[key] = job
+        job.workers = options.workers
+        slots = getattr(self.ingester.llm, "slots", None)
+        job.llm_waiting = (lambda: slots.waiting) if slots is not None else None
         self._pool.submit(self._run, job, data, document, name, options)
         return job
 

@@ -2,14 +2,18 @@
 selector as the fallback when the model's choice is unusable.
 
 * **Fit the context**: edges are ranked by the deterministic selector (``chains.choose``'s ranking)
-  and cut into batches whose prompt fits ``llm.context_tokens`` (estimated at ``CHARS_PER_TOKEN``
-  characters a token, ``REPLY_TOKENS`` kept for the reply); at most ``MAX_BATCHES`` batches, the
-  lowest-ranked edges beyond them are trimmed. Batches' selections are merged in rank order. A
-  server that still refuses a prompt as too long gets the batch in halves (down to
-  ``MIN_BATCH`` edges).
+  and cut into batches whose prompt fits ``llm.context_tokens`` (counted by the server's tokenizer
+  when the provider offers one, else estimated at ``CHARS_PER_TOKEN`` bytes a token; ``REPLY_TOKENS``
+  kept for the reply); at most ``MAX_BATCHES`` batches, the lowest-ranked edges beyond them are
+  trimmed. Batches' selections are merged in rank order. A server that still refuses a prompt as
+  too long gets the batch in halves (down to ``MIN_BATCH`` edges).
 * **Fallback**: a reply that names no valid edge id (junk), a timeout or any other failure of a
   selection call, or a refusal even at ``MIN_BATCH`` edges: the deterministic selector chooses
-  instead, and each of its edges says so.
+  instead, and each of its edges says so. A failure after an earlier batch answered keeps that
+  batch's choice; the batches not offered yet are not sent.
+* **Accounting**: every batch offered says what became of it (``Choice.batch_log``: answered, none,
+  junk, timed out, refused and halved), and every retrieved edge never offered to the model (trimmed
+  or left after a failure) is named (``Choice.unoffered``); both are recorded in the trace.
 * **No answer**: a model that replies ``NONE`` (or nothing) for every batch, or a fallback that
   finds nothing relevant: no edge is chosen, and the pipeline answers that the graph does not
   answer the question.
@@ -18,17 +22,19 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from server.rag import chains
-from server.rag.llm import LLM, MAX_SELECTED_EDGES, ContextTooLong, Edge, LLMError, render_prompt
+from server.rag.llm import LLM, MAX_SELECTED_EDGES, ContextTooLong, Edge, LLMError, LLMTimeout, render_prompt
 from server.rag.relations import Aliases
 from server.rag.selection import parse_selection
 
 log = logging.getLogger(__name__)
 
-CHARS_PER_TOKEN = 3  # a cautious estimate for JSON with hex ids and names (BPE tokenizers average ~4)
+CHARS_PER_TOKEN = 2  # bytes a token, cautiously: small models' tokenizers take ~2.2 for JSON with hex ids
 REPLY_TOKENS = 1024  # kept free for the model's reply (MAX_SELECTED_EDGES JSONL lines)
 MAX_BATCHES = 4  # selection calls per question at most
 MIN_BATCH = 8  # edges: a prompt refused as too long is halved down to this size, then the fallback runs
@@ -47,9 +53,12 @@ class Choice:
     shown: int = 0  # edges the model's prompts held
     batches: int = 0  # selection calls made
     trimmed: int = 0  # retrieved edges left out of every prompt (ranked lowest)
-    prompt_tokens: int = 0  # the largest prompt, estimated
+    prompt_tokens: int = 0  # the largest prompt, counted or estimated
     context_tokens: int | None = None
     notes: list[str] = field(default_factory=list)
+    batch_log: list[str] = field(default_factory=list)  # "N: what became of batch N", one per call
+    unoffered: list[str] = field(default_factory=list)  # edge ids the model never saw (trimmed or left over)
+    queued_s: float = 0.0  # waited for the LLM endpoint's slots (GLASSGRAPH_LLM_CONCURRENCY)
 
     @property
     def outcome(self) -> str:
@@ -67,44 +76,60 @@ def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Ali
     if not labeled:
         return Choice([], MODEL, context_tokens=llm.context_tokens)
     deterministic = chains.choose(question, list(labeled.items()), aliases)
-    batches, trimmed = _batches(question, [(i, labeled[i]) for i in deterministic.ranking], llm.context_tokens,
-                                aliases or {})
+    ranked = [(i, labeled[i]) for i in deterministic.ranking]
+    tokens = _token_counter(llm, question, ranked, aliases or {})
+    batches, trimmed = _batches(question, ranked, llm.context_tokens, aliases or {}, tokens)
     choice = Choice([], MODEL, trimmed=trimmed, context_tokens=llm.context_tokens)
     picked: dict[str, str] = {}
     failures: list[str] = []
-    said_none = 0
     queue = list(batches)
     while queue and choice.batches < MAX_BATCHES * 2:
         batch = queue.pop(0)
         prompt = render_prompt("select", question=question, edges=batch, max_edges=MAX_SELECTED_EDGES,
                                aliases=aliases or {})
         choice.batches += 1
+        offered = f"{choice.batches}: {len(batch)} edges offered"
         try:
             reply = llm.select(question, batch, aliases)
         except ContextTooLong as exc:
+            _queued(llm, choice)
             if len(batch) >= 2 * MIN_BATCH:
                 half = len(batch) // 2
                 queue[:0] = [batch[:half], batch[half:]]
                 choice.notes.append(f"a prompt of {len(batch)} edges was refused as too long; halved")
+                choice.batch_log.append(f"{offered}, refused as too long ({exc}); halved")
                 continue
             failures.append(f"the prompt was refused as too long even at {len(batch)} edges ({exc})")
+            choice.batch_log.append(f"{offered}, refused as too long ({exc}); too few to halve")
             break
         except LLMError as exc:
+            _queued(llm, choice)
             failures.append(str(exc))
+            choice.batch_log.append(f"{offered}, {'timed out' if isinstance(exc, LLMTimeout) else 'failed'} ({exc})")
             break
+        _queued(llm, choice)
         choice.shown += len(batch)
-        choice.prompt_tokens = max(choice.prompt_tokens, estimate_tokens(prompt))
+        choice.prompt_tokens = max(choice.prompt_tokens, tokens(prompt))
         found = parse_selection(reply, [i for i, _ in batch])
         if found:
             for edge_id, reasoning in found:
                 picked.setdefault(edge_id, reasoning)
+            choice.batch_log.append(f"{offered}, answered: {len(found)} chosen")
         elif _NONE.fullmatch(reply.strip().strip("`")):
-            said_none += 1
+            choice.batch_log.append(f"{offered}, answered: none relevant")
         else:
             failures.append(f"the model's reply named no valid edge id: {json.dumps(reply[:80], ensure_ascii=False)}")
+            choice.batch_log.append(f"{offered}, the reply named no valid edge id")
+    offered_ids = {edge_id for batch in batches for edge_id, _ in batch} - {i for b in queue for i, _ in b}
+    choice.unoffered = [edge_id for edge_id, _ in ranked if edge_id not in offered_ids]
+    if choice.unoffered:
+        log.warning("selection: %d of %d retrieved edges were never offered to the model (%d trimmed, %d left "
+                    "after a failure)", len(choice.unoffered), len(ranked), trimmed, len(choice.unoffered) - trimmed)
     if picked:
         choice.edges = [(i, reason, MODEL) for i, reason in list(picked.items())[:MAX_SELECTED_EDGES]]
         choice.notes += failures
+        for note in choice.notes:
+            log.warning("selection: %s", note)
         return choice
     if not failures:  # the model found nothing relevant in any batch: the graph does not answer it
         return choice
@@ -115,19 +140,43 @@ def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Ali
     return choice
 
 
-def _batches(question: str, ranked: list[tuple[str, Edge]], context: int | None,
-             aliases: Aliases) -> tuple[list[list[tuple[str, Edge]]], int]:
-    """``ranked`` edges cut into prompts that fit ``context`` (all in one without a limit), and how
-    many were trimmed past ``MAX_BATCHES``."""
+def _queued(llm: LLM, choice: Choice) -> None:
+    """Add the last call's wait for the endpoint's slots (providers that queue report it)."""
+    last_call = getattr(llm, "last_call", None)
+    stats = last_call() if last_call is not None else None
+    if stats is not None:
+        choice.queued_s += stats.queued_s
+
+
+def _token_counter(llm: LLM, question: str, ranked: list[tuple[str, Edge]],
+                   aliases: Aliases) -> Callable[[str], int]:
+    """How many tokens a text of these prompts takes: the server's count of the prompt holding every
+    edge gives the bytes a token of such text (one call; a tenth kept in reserve), else
+    :func:`estimate_tokens`."""
+    count_tokens = getattr(llm, "count_tokens", None)
+    if count_tokens is None or llm.context_tokens is None:
+        return estimate_tokens
+    whole = render_prompt("select", question=question, edges=ranked, max_edges=MAX_SELECTED_EDGES, aliases=aliases)
+    counted = count_tokens(whole)
+    if not counted:
+        return estimate_tokens
+    per_token = len(whole.encode()) / (counted * 1.1)
+    return lambda text: math.ceil(len(text.encode()) / per_token)
+
+
+def _batches(question: str, ranked: list[tuple[str, Edge]], context: int | None, aliases: Aliases,
+             tokens: Callable[[str], int] = estimate_tokens) -> tuple[list[list[tuple[str, Edge]]], int]:
+    """``ranked`` edges cut into prompts that fit ``context`` (all in one without a limit; ``tokens``
+    measures a text), and how many were trimmed past ``MAX_BATCHES``."""
     if context is None:
         return [ranked], 0
-    budget = context - REPLY_TOKENS - estimate_tokens(render_prompt("select", question=question, edges=[],
-                                                                    max_edges=MAX_SELECTED_EDGES, aliases=aliases))
+    budget = context - REPLY_TOKENS - tokens(render_prompt("select", question=question, edges=[],
+                                                           max_edges=MAX_SELECTED_EDGES, aliases=aliases))
     batches: list[list[tuple[str, Edge]]] = []
     used = 0
     for item in ranked:
         edge_id, (s, p, o) = item
-        cost = estimate_tokens(json.dumps({"id": edge_id, "s": s, "p": p, "o": o}, ensure_ascii=False) + "\n")
+        cost = tokens(json.dumps({"id": edge_id, "s": s, "p": p, "o": o}, ensure_ascii=False) + "\n")
         if not batches or used + cost > budget:
             if len(batches) == MAX_BATCHES:
                 return batches, len(ranked) - sum(len(b) for b in batches)

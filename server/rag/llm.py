@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
@@ -15,6 +16,7 @@ import jinja2
 from server.config import TEMPLATES_DIR
 
 MAX_SELECTED_EDGES = 10  # what the selection prompt asks the LLM for at most
+SELECTION_LINE_TOKENS = 80  # one {"id", "reasoning"} line of a selection reply, generously
 
 Edge = tuple[str, str, str]  # an edge as the LLM sees it: the labels of subject, predicate and object
 
@@ -34,6 +36,21 @@ class ContextTooLong(LLMError):
     """The server refused the prompt as longer than the model's context."""
 
 
+class LLMCancelled(LLMError):
+    """The call was cancelled (Ctrl-C of an ingest) before or while it ran."""
+
+
+@dataclass
+class CallStats:
+    """What one call to the model cost: the time it queued for the endpoint (``GLASSGRAPH_LLM_CONCURRENCY``),
+    the tokens the server counted (0: not reported) and why the reply ended ("stop", "length")."""
+
+    queued_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+
+
 class LLM(Protocol):
     model: str  # recorded in the trace
     context_tokens: int | None  # the context length the prompts must fit in (None: no limit, no model)
@@ -47,6 +64,11 @@ class LLM(Protocol):
     def answer(self, question: str, edges: list[Edge]) -> Iterator[str]:
         """The answer from the selected edges only, in streamed pieces."""
         ...
+
+
+def selection_reply_tokens(edges: int) -> int:
+    """``max_tokens`` of a selection reply offered ``edges`` edges: a line for each it may choose."""
+    return 32 + SELECTION_LINE_TOKENS * max(1, min(edges, MAX_SELECTED_EDGES))
 
 
 @lru_cache(maxsize=1)

@@ -83,7 +83,7 @@ class GraphRag:
         if recorder:
             chosen = [triples[edge_id] for edge_id, _, _ in choice.edges]
             iri = recorder.selection([(triples[edge_id], reasoning, by) for edge_id, reasoning, by in choice.edges],
-                                     selection_facts(choice))
+                                     selection_facts(choice, triples))
             labels = wire.label_quads(((triples[edge_id], labeled[edge_id]) for edge_id, _, _ in choice.edges),
                                       collection)
             yield self._explain(iri, recorder.written + labels + wire.source_quads(self.store, chosen, collection))

@@ -23,6 +23,12 @@ def make_llm(config: Config) -> LLM:
 
 
 def make_extractor(config: Config) -> OpenAILLM | None:
-    """The LLM that extracts facts from documents at ingest; None for ``offline``, which extracts no
-    relationships (ingest then records the entities each chunk mentions)."""
-    return None if config.llm == "offline" else make_llm(config)  # type: ignore[return-value]
+    """The LLM that extracts facts from documents at ingest, its calls queued behind questions'; None for
+    ``offline``, which extracts no relationships (ingest then records the entities each chunk mentions)."""
+    if config.llm == "offline":
+        return None
+    if config.llm == "openai":
+        from server.rag.openai_llm import OpenAILLM
+
+        return OpenAILLM(config, background=True)
+    return make_llm(config)  # type: ignore[return-value]  # an unknown provider: its error names the setting
