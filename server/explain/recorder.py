@@ -57,10 +57,16 @@ class ExplainRecorder:
         self._write(vocab.selection_quads(self.graph, self.session_id, edges, facts))
         return vocab.selection_iri(self.session_id).value
 
-    def answer(self, text: str, outcome: str | None = None, edge_count: int = 0) -> str:
+    def answer(self, text: str, outcome: str | None = None, edge_count: int = 0, unsupported: Iterable[str] = (),
+               fallback_reason: str | None = None) -> str:
         """The answer entity (its ``tg:outcome``, the edges its ``[n]`` marks cite among the ``edge_count``
-        selected) and its text (librarian graph) in one transaction."""
+        selected, a model's sentences that its edges do not hold as ``tg:unsupported`` and, when the
+        deterministic answer replaced the model's, ``tg:answerFallback``) and its text (librarian graph) in
+        one transaction."""
         quads = vocab.answer_quads(self.graph, self.session_id, outcome, *citations(text, edge_count))
+        iri = vocab.answer_iri(self.session_id)
+        quads += [Quad(iri, TG.unsupported, Literal(sentence), self.graph) for sentence in unsupported]
+        quads += [Quad(iri, TG.answerFallback, Literal(fallback_reason), self.graph)] if fallback_reason else []
         quads += vocab.content_quads(vocab.answer_document_iri(self.session_id), text)
         self._write(quads)
         return vocab.answer_iri(self.session_id).value
@@ -82,13 +88,15 @@ class ExplainRecorder:
 
 
 def selection_facts(choice: Choice) -> list[tuple[NamedNode, Term]]:
-    """What a selection records about itself: ``tg:selectionMethod`` ("model" or "fallback"),
-    ``tg:fallbackReason``, and what the model saw: ``tg:promptEdges``, ``tg:promptBatches``,
+    """What a selection records about itself: ``tg:selectionMethod`` ("model", "fallback" or
+    "deterministic"), ``tg:fallbackReason``, ``tg:cutEdges`` (relevant edges left out; 0: complete), and what
+    the model saw: ``tg:promptEdges``, ``tg:promptBatches``,
     ``tg:trimmedEdges``, ``tg:promptTokens`` (estimated), ``tg:contextTokens`` (configured)."""
     facts: list[tuple[NamedNode, Term]] = [(TG.selectionMethod, Literal(choice.method))]
     if choice.fallback_reason:
         facts.append((TG.fallbackReason, Literal(choice.fallback_reason)))
-    counts = {TG.promptEdges: choice.shown, TG.promptBatches: choice.batches, TG.trimmedEdges: choice.trimmed,
+    counts = {TG.cutEdges: choice.cut, TG.promptEdges: choice.shown, TG.promptBatches: choice.batches,
+              TG.trimmedEdges: choice.trimmed,
               TG.promptTokens: choice.prompt_tokens, TG.contextTokens: choice.context_tokens}
     facts += [(name, Literal(str(value), datatype=XSD.integer)) for name, value in counts.items() if value is not None]
     return facts

@@ -79,6 +79,7 @@ class ChainChoice:
     score: float
     anchors: list[str] = field(default_factory=list)
     mentions: list[str] = field(default_factory=list)
+    left_out: int = 0  # edges of equally good paths past MAX_CHOSEN: the selection is cut, not complete
 
 
 def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None = None) -> ChainChoice:
@@ -108,7 +109,8 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     chosen = list(search.best) if search.served > asked * MIN_COVERAGE else []
     reasons = [(edges[i][0], _reason(edges[i][1], search.best[i], mentions, matches)) for i in chosen]
     return ChainChoice(chosen=reasons, ranking=_rank(edges, chosen, matches, set(anchors)),
-                       score=max(search.best_score, 0.0), anchors=anchors, mentions=[m.word for m in mentions])
+                       score=max(search.best_score, 0.0), anchors=anchors, mentions=[m.word for m in mentions],
+                       left_out=search.left_out if chosen else 0)
 
 
 def _anchor_spans(tokens: list[tuple[str, str]], labels: set[str]) -> list[tuple[int, int, str]]:
@@ -183,6 +185,7 @@ class _Search:
         self.best: dict[int, tuple[str, int, bool]] = {}  # edges of the best paths -> (anchor, step, sibling)
         self.steps = 0
         self.served = 0  # mentions the best paths match, at most
+        self.left_out = 0  # edges of best paths that did not fit in MAX_CHOSEN
 
     @property
     def best_score(self) -> float:
@@ -191,18 +194,21 @@ class _Search:
     def walk(self, anchor: str, span: tuple[int, int] | None) -> None:
         for path in self._paths(anchor, span):
             sibling = any(step.back for step in path)
-            score = sum(path[-1].strengths) + (CUE_BONUS if sibling and self.cue else 0.0) - HOP_COST * len(path)
+            steps = sum(not step.back for step in path)  # walking a relation back is the chain's pivot: free
+            score = sum(path[-1].strengths) + (CUE_BONUS if sibling and self.cue else 0.0) - HOP_COST * steps
             distances = [step.distance for step in path if step.distance >= 0]
             inversions = sum(a > b for a, b in zip(distances, distances[1:], strict=False))
             key = (round(score - INVERSION_COST * inversions, 6), -inversions, -len(path))
             if key > self.best_key:
-                self.best_key, self.best, self.served = key, {}, 0
+                self.best_key, self.best, self.served, self.left_out = key, {}, 0, 0
             if key == self.best_key:
                 self.served = max(self.served, sum(strength > 0 for strength in path[-1].strengths))
                 new = [(number, step) for number, step in enumerate(path, 1) if step.hop.edge not in self.best]
                 if len(self.best) + len(new) <= MAX_CHOSEN:  # whole paths only: their ends are the answers
                     for number, step in new:
                         self.best[step.hop.edge] = (anchor, number, step.back)
+                else:
+                    self.left_out += len(new)
 
     def _paths(self, anchor: str, span: tuple[int, int] | None) -> Iterator[list[_Step]]:
         """Every admissible path from ``anchor``: each step matches the question better (``MIN_GAIN``)

@@ -10,6 +10,12 @@ selector as the fallback when the model's choice is unusable.
 * **Fallback**: a reply that names no valid edge id (junk), a timeout or any other failure of a
   selection call, or a refusal even at ``MIN_BATCH`` edges: the deterministic selector chooses
   instead, and each of its edges says so.
+* **The deterministic provider** (``offline``, whose ``deterministic`` is true): its selector's choice
+  is the selection, whole (``MAX_SELECTED_EDGES`` is the budget of a model's context, not a cut of the
+  answer), each edge chosen by ``DETERMINISTIC``.
+* **Complete or cut**: ``Choice.cut`` counts the relevant edges left out (a model's choice past
+  ``MAX_SELECTED_EDGES``, the selector's paths past its own cap); 0 means the selection holds every
+  edge the selector found for the question.
 * **No answer**: a model that replies ``NONE`` (or nothing) for every batch, or a fallback that
   finds nothing relevant: no edge is chosen, and the pipeline answers that the graph does not
   answer the question.
@@ -34,7 +40,9 @@ MAX_BATCHES = 4  # selection calls per question at most
 MIN_BATCH = 8  # edges: a prompt refused as too long is halved down to this size, then the fallback runs
 _NONE = re.compile(r"[\W_]*(none|nothing|no edges?)?[\W_]*", re.IGNORECASE)
 
-MODEL, FALLBACK = "model", "fallback"  # who chose an edge: the configured model, or the deterministic fallback
+# who chose an edge: the configured model, the deterministic selector standing in for it, or the
+# deterministic selector as the configured (offline) provider
+MODEL, FALLBACK, DETERMINISTIC = "model", "fallback", "deterministic"
 
 
 @dataclass
@@ -42,8 +50,9 @@ class Choice:
     """The selected edges ``(edge id, reasoning, chosen by)`` and what the model was shown."""
 
     edges: list[tuple[str, str, str]]
-    method: str  # MODEL or FALLBACK
+    method: str  # MODEL, FALLBACK or DETERMINISTIC
     fallback_reason: str | None = None
+    cut: int = 0  # relevant edges left out of the selection (0: it is complete)
     shown: int = 0  # edges the model's prompts held
     batches: int = 0  # selection calls made
     trimmed: int = 0  # retrieved edges left out of every prompt (ranked lowest)
@@ -64,9 +73,13 @@ def estimate_tokens(text: str) -> int:
 def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Aliases | None = None) -> Choice:
     """The selection for ``question`` among the retrieved ``labeled`` edges (edge id -> labels);
     ``aliases``: the other names of their relations."""
+    method = DETERMINISTIC if getattr(llm, "deterministic", False) else MODEL
     if not labeled:
-        return Choice([], MODEL, context_tokens=llm.context_tokens)
+        return Choice([], method, context_tokens=llm.context_tokens)
     deterministic = chains.choose(question, list(labeled.items()), aliases)
+    if method == DETERMINISTIC:
+        return Choice([(i, why, DETERMINISTIC) for i, why in deterministic.chosen], DETERMINISTIC,
+                      cut=deterministic.left_out, shown=len(labeled))
     batches, trimmed = _batches(question, [(i, labeled[i]) for i in deterministic.ranking], llm.context_tokens,
                                 aliases or {})
     choice = Choice([], MODEL, trimmed=trimmed, context_tokens=llm.context_tokens)
@@ -104,6 +117,7 @@ def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Ali
             failures.append(f"the model's reply named no valid edge id: {json.dumps(reply[:80], ensure_ascii=False)}")
     if picked:
         choice.edges = [(i, reason, MODEL) for i, reason in list(picked.items())[:MAX_SELECTED_EDGES]]
+        choice.cut = max(len(picked) - MAX_SELECTED_EDGES, 0)
         choice.notes += failures
         return choice
     if not failures:  # the model found nothing relevant in any batch: the graph does not answer it
@@ -112,6 +126,7 @@ def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Ali
     log.warning("selection falls back to the deterministic selector: %s", reason)
     choice.method, choice.fallback_reason = FALLBACK, reason
     choice.edges = [(i, f"Fallback ({reason}). {why}", FALLBACK) for i, why in deterministic.chosen]
+    choice.cut = deterministic.left_out
     return choice
 
 

@@ -4,7 +4,8 @@ A *mention* is a content word of the question outside the entity names it contai
 relation label lexically (1.0) when a word of the label shares its lemma or a stem with it
 ("acted" ~ "starred actors", "directors" ~ "directed by", "screenwriter" ~ "written by": the
 compound's "writer"), and semantically otherwise: the cosine of the word's vector and the label's
-(or one of the label's words'), counted from ``SEMANTIC_FLOOR`` ("wrote" ~ "written by" 0.71,
+(or one of the label's words'), counted from ``SEMANTIC_FLOOR``, or below it when the relation is
+the one clearly closest to the word (``CLOSEST_FLOOR``, ``CLOSEST_MARGIN``) ("wrote" ~ "written by" 0.71,
 "money" ~ "currency" 0.43; "film" ~ "starred actors" 0.34 is noise that the path scores of
 ``server.rag.chains`` outweigh).
 
@@ -26,6 +27,9 @@ from server.rag.embeddings import embedder
 from server.rag.text import STOPWORDS, WORD, fold, lemma, term_words
 
 SEMANTIC_FLOOR = 0.3  # below it a similarity counts as no match
+CLOSEST_FLOOR = 0.15  # a relation closest to a mention by this much and ...
+CLOSEST_MARGIN = 0.1  # ... this far ahead of the next is asked for, at
+CLOSEST_STRENGTH = 0.4  # this strength (a hop must gain chains.MIN_GAIN)
 STEM_AGREEMENT = 0.3  # similarity that confirms a match by stem ("acted" ~ "actor" 0.43, "popular" ~ "population" 0.11)
 STEM = 4  # letters two words must share from their start to match by stem ("writ"er ~ "writ"ten)
 _CACHE_SIZE = 20_000  # text -> vector entries kept across questions (relation labels repeat)
@@ -97,18 +101,35 @@ def relation_matches(mentions: list[Mention], relations: list[str],
         texts.extend(phrases)
     vectors = _VECTORS.get(texts) if mentions and relations else {}
     result: dict[str, list[float]] = {}
+    raw: dict[str, list[float]] = {}
     for relation, (lemmas, phrases) in names.items():
-        strengths = []
+        strengths, similarities = [], []
         for mention in mentions:
             own = vectors[mention.word.casefold()]
+            similarity = max(float(own @ vectors[phrase]) for phrase in phrases)
+            similarities.append(similarity)
             if any(stem_match(mention.lemma, other) and (mention.lemma == other or _agree(own, other))
                    for other in lemmas):
                 strengths.append(1.0)
                 continue
-            similarity = max(float(own @ vectors[phrase]) for phrase in phrases)
             strengths.append(round(similarity, 3) if similarity >= SEMANTIC_FLOOR else 0.0)
-        result[relation] = strengths
+        result[relation], raw[relation] = strengths, similarities
+    _closest_of_the_rest(result, raw, len(mentions))
     return result
+
+
+def _closest_of_the_rest(result: dict[str, list[float]], raw: dict[str, list[float]], count: int) -> None:
+    """A mention that matches no relation by stem or from ``SEMANTIC_FLOOR`` still asks for the relation
+    closest to it in meaning when that one stands out (``CLOSEST_FLOOR``, ahead of the next by
+    ``CLOSEST_MARGIN``): "kind" ~ "has genre" 0.25, the next 0.09; "film" is near several relations alike
+    and asks for none."""
+    for position in range(count):
+        if len(raw) < 2 or any(strengths[position] for strengths in result.values()):
+            continue
+        ranked = sorted(raw, key=lambda relation: -raw[relation][position])
+        best, second = raw[ranked[0]][position], raw[ranked[1]][position]
+        if best >= CLOSEST_FLOOR and best - second >= CLOSEST_MARGIN:
+            result[ranked[0]][position] = CLOSEST_STRENGTH
 
 
 def _agree(vector: np.ndarray, other: str) -> bool:
