@@ -38,9 +38,11 @@ import numpy as np
 from server.rag.embeddings import embedder
 from server.rag.llm import Edge
 from server.rag.relations import (
+    CLOSEST_STRENGTH,
     Aliases,
     Mention,
     alias_words,
+    kind_matches,
     mention_of,
     relation_lemmas,
     relation_matches,
@@ -99,12 +101,20 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     mentions = [mention_of(i, surface) for i, (surface, folded) in enumerate(tokens) if i not in claimed
                 and (folded not in STOPWORDS or folded in asked) and folded not in CUES and not folded.isdigit()]
     matches = relation_matches(mentions, relations, aliases)
+    # The word naming the answer's kind ("which countries") asks for a relation by the label's head, or as the
+    # one relation clearly closest to it ("what kind of film": has genre), not by any word or likeness
+    kinds = {i for i in range(1, len(tokens)) if tokens[i - 1][1] in ("which", "what")}
+    for index, mention in enumerate(mentions):
+        if mention.position in kinds:
+            for relation in relations:
+                if matches[relation][index] != CLOSEST_STRENGTH and not kind_matches(mention, relation):
+                    matches[relation][index] = 0.0
     search = _Search(edges, matches, mentions, cue)
     where = {label: (start, end) for start, end, label in reversed(spans)}
     for anchor in anchors:
         search.walk(anchor, where.get(anchor))
     inside = {i for start, end, _ in spans_found for i in range(start, end)}  # names, and
-    inside |= {i for i in range(1, len(tokens)) if tokens[i - 1][1] in ("which", "what")}  # the answer's kind
+    inside |= kinds
     asked = sum(m.position not in inside for m in mentions)  # the question's other words
     chosen = list(search.best) if search.served > asked * MIN_COVERAGE else []
     reasons = [(edges[i][0], _reason(edges[i][1], search.best[i], mentions, matches)) for i in chosen]

@@ -150,6 +150,23 @@ def _names(relation: str, aliases: tuple[str, ...]) -> tuple[list[str], list[str
     return list(dict.fromkeys(lemmas)), list(dict.fromkeys(phrases))
 
 
+def head_lemma(relation: str) -> str:
+    """The lemma of the word a relation label is about: the last content word, or the one before "of"
+    ("internet country code": "code", "chief of state": "chief", "directed by": "directed")."""
+    found = [fold(w) for w in WORD.findall(relation)]
+    if "of" in found[1:]:
+        return lemma(found[found.index("of") - 1])
+    content = [w for w in found if w not in STOPWORDS]
+    return lemma(content[-1]) if content else ""
+
+
+def kind_matches(mention: Mention, relation: str) -> bool:
+    """Whether a word naming the kind of answer ("which *countries*") can ask for ``relation``: only by the
+    label's head, since a set of countries is not asked for by ``internet country code``."""
+    head = head_lemma(relation)
+    return bool(head) and stem_match(mention.lemma, head)
+
+
 def alias_words(aliases: Aliases) -> frozenset[str]:
     """The one-word aliases, folded: question words that ask for a relation even when they are
     stopwords ("about")."""
