@@ -38,11 +38,9 @@ import numpy as np
 from server.rag.embeddings import embedder
 from server.rag.llm import Edge
 from server.rag.relations import (
-    CLOSEST_STRENGTH,
     Aliases,
     Mention,
     alias_words,
-    kind_matches,
     mention_of,
     relation_lemmas,
     relation_matches,
@@ -100,15 +98,8 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     asked = alias_words(aliases or {})
     mentions = [mention_of(i, surface) for i, (surface, folded) in enumerate(tokens) if i not in claimed
                 and (folded not in STOPWORDS or folded in asked) and folded not in CUES and not folded.isdigit()]
-    matches = relation_matches(mentions, relations, aliases)
-    # The word naming the answer's kind ("which countries") asks for a relation by the label's head, or as the
-    # one relation clearly closest to it ("what kind of film": has genre), not by any word or likeness
-    kinds = {i for i in range(1, len(tokens)) if tokens[i - 1][1] in ("which", "what")}
-    for index, mention in enumerate(mentions):
-        if mention.position in kinds:
-            for relation in relations:
-                if matches[relation][index] != CLOSEST_STRENGTH and not kind_matches(mention, relation):
-                    matches[relation][index] = 0.0
+    kinds = _kind_positions([folded for _, folded in tokens])
+    matches = relation_matches(mentions, relations, aliases, kinds)
     search = _Search(edges, matches, mentions, cue)
     where = {label: (start, end) for start, end, label in reversed(spans)}
     for anchor in anchors:
@@ -118,9 +109,39 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     asked = sum(m.position not in inside for m in mentions)  # the question's other words
     chosen = list(search.best) if search.served > asked * MIN_COVERAGE else []
     reasons = [(edges[i][0], _reason(edges[i][1], search.best[i], mentions, matches)) for i in chosen]
+    if not chosen and strong:  # a name spelled out, no relation asked for by a word: its only relation
+        chosen, reasons = _only_relation_edges(edges, list(dict.fromkeys(label for *_, label in strong)),
+                                               [surface for i, (surface, _) in enumerate(tokens) if i not in inside])
     return ChainChoice(chosen=reasons, ranking=_rank(edges, chosen, matches, set(anchors)),
                        score=max(search.best_score, 0.0), anchors=anchors, mentions=[m.word for m in mentions],
                        left_out=search.left_out if chosen else 0)
+
+
+def _kind_positions(folded: list[str]) -> frozenset[int]:
+    """Where the question names the kind of its answer: the word after "which" or "what", or after their
+    "kind of", "type of", ... ("what kind of *film*"): the word before "of" asks for a relation then."""
+    kinds = set()
+    for i in range(1, len(folded)):
+        if folded[i - 1] in ("which", "what"):
+            kinds.add(i + 2 if i + 2 < len(folded) and folded[i + 1] == "of" else i)
+    return frozenset(kinds)
+
+
+def _only_relation_edges(edges: list[tuple[str, Edge]], anchors: list[str],
+                         rest: list[str]) -> tuple[list[int], list[tuple[str, str]]]:
+    """The edges of a named anchor that has one relation only (a tag, a year: "what films are about
+    korean war"), when no word of the question names a relation: that relation is the closest there is.
+    Not when the question's other words (``rest``) hold a name the graph does not know ("What is
+    Beyonce's real name?": "real" is a currency's label; "the 100 metres world record") or when the anchors'
+    relations differ."""
+    relations = {p for _, (s, p, o) in edges if s in anchors or o in anchors}
+    if len(relations) != 1 or any(word[:1].isupper() for word in rest[1:]) or any(w.isdigit() for w in rest):
+        return [], []
+    [relation] = relations
+    chosen = [i for i, (_, (s, p, o)) in enumerate(edges) if s in anchors or o in anchors][:MAX_CHOSEN]
+    return chosen, [(edges[i][0], f"Deterministic selector: no word of the question names a relation, and "
+                     f"'{relation}' is the only relation of the entity it names; this edge links "
+                     f"{edges[i][1][0]} to {edges[i][1][2]} by '{relation}'.") for i in chosen]
 
 
 def _anchor_spans(tokens: list[tuple[str, str]], labels: set[str]) -> list[tuple[int, int, str]]:

@@ -27,8 +27,8 @@ from server.rag.embeddings import embedder
 from server.rag.text import STOPWORDS, WORD, fold, lemma, term_words
 
 SEMANTIC_FLOOR = 0.3  # below it a similarity counts as no match
-CLOSEST_FLOOR = 0.15  # a relation closest to a mention by this much and ...
-CLOSEST_MARGIN = 0.1  # ... this far ahead of the next is asked for, at
+CLOSEST_FLOOR = 0.24  # a relation closest to a mention by this much and ...
+CLOSEST_MARGIN = 0.11  # ... this far ahead of the next is asked for, at
 CLOSEST_STRENGTH = 0.4  # this strength (a hop must gain chains.MIN_GAIN)
 STEM_AGREEMENT = 0.3  # similarity that confirms a match by stem ("acted" ~ "actor" 0.43, "popular" ~ "population" 0.11)
 STEM = 4  # letters two words must share from their start to match by stem ("writ"er ~ "writ"ten)
@@ -91,10 +91,13 @@ class _Vectors:
 _VECTORS = _Vectors()
 
 
-def relation_matches(mentions: list[Mention], relations: list[str],
-                     aliases: Aliases | None = None) -> dict[str, list[float]]:
+def relation_matches(mentions: list[Mention], relations: list[str], aliases: Aliases | None = None,
+                     kinds: frozenset[int] = frozenset()) -> dict[str, list[float]]:
     """For each relation label, one strength per mention (0 when it does not match), against the
-    label and the relation's ``aliases``."""
+    label and the relation's ``aliases``. A mention at one of the ``kinds`` positions names the kind
+    of answer ("which *countries*"): it matches a label by its head (``kind_matches``) or, by meaning,
+    only the relation clearly closest to it ("what *money*": currency), so that "countries" does not
+    ask for ``internet country code`` or ``region``."""
     names = {relation: _names(relation, (aliases or {}).get(relation, ())) for relation in relations}
     texts = [m.word.casefold() for m in mentions]
     for _, phrases in names.values():
@@ -108,27 +111,36 @@ def relation_matches(mentions: list[Mention], relations: list[str],
             own = vectors[mention.word.casefold()]
             similarity = max(float(own @ vectors[phrase]) for phrase in phrases)
             similarities.append(similarity)
+            if mention.position in kinds:
+                strengths.append(1.0 if kind_matches(mention, relation) else 0.0)
+                continue
             if any(stem_match(mention.lemma, other) and (mention.lemma == other or _agree(own, other))
                    for other in lemmas):
                 strengths.append(1.0)
                 continue
             strengths.append(round(similarity, 3) if similarity >= SEMANTIC_FLOOR else 0.0)
         result[relation], raw[relation] = strengths, similarities
-    _closest_of_the_rest(result, raw, len(mentions))
+    shares = [any(stem_match(m.lemma, other) for lemmas, _ in names.values() for other in lemmas) for m in mentions]
+    _closest_of_the_rest(result, raw, [m.position in kinds for m in mentions], shares)
     return result
 
 
-def _closest_of_the_rest(result: dict[str, list[float]], raw: dict[str, list[float]], count: int) -> None:
+def _closest_of_the_rest(result: dict[str, list[float]], raw: dict[str, list[float]], kinds: list[bool],
+                         shares: list[bool]) -> None:
     """A mention that matches no relation by stem or from ``SEMANTIC_FLOOR`` still asks for the relation
     closest to it in meaning when that one stands out (``CLOSEST_FLOOR``, ahead of the next by
     ``CLOSEST_MARGIN``): "kind" ~ "has genre" 0.25, the next 0.09; "film" is near several relations alike
-    and asks for none."""
-    for position in range(count):
+    and asks for none. A word naming the answer's kind (``kinds``) keeps its similarity when it stands out
+    from ``SEMANTIC_FLOOR`` ("money" ~ "currency" 0.43, the next 0.14), unless it is a word of another label
+    (``shares``: "countries" of "internet country code")."""
+    for position, kind in enumerate(kinds):
         if len(raw) < 2 or any(strengths[position] for strengths in result.values()):
             continue
         ranked = sorted(raw, key=lambda relation: -raw[relation][position])
         best, second = raw[ranked[0]][position], raw[ranked[1]][position]
-        if best >= CLOSEST_FLOOR and best - second >= CLOSEST_MARGIN:
+        if kind and best >= SEMANTIC_FLOOR and not shares[position] and best - second >= CLOSEST_MARGIN:
+            result[ranked[0]][position] = round(best, 3)
+        elif not kind and best >= CLOSEST_FLOOR and best - second >= CLOSEST_MARGIN:
             result[ranked[0]][position] = CLOSEST_STRENGTH
 
 
