@@ -243,7 +243,8 @@ class _Search:
 
     def _paths(self, anchor: str, span: tuple[int, int] | None) -> Iterator[list[_Step]]:
         """Every admissible path from ``anchor``: each step matches the question better (``MIN_GAIN``)
-        or walks the previous (non-sibling) step's relation back; no node twice."""
+        or walks the previous (non-sibling) step's relation back; no node twice. A relation that leaves the
+        anchor is not also followed into it at the first step (a label reads from its subject)."""
         stack: list[tuple[list[_Step], frozenset[str]]] = [([], frozenset([anchor]))]
         while stack and self.steps < MAX_STEPS:
             path, seen = stack.pop()
@@ -252,7 +253,11 @@ class _Search:
             node = path[-1].hop.node if path else anchor
             strengths = path[-1].strengths if path else (0.0,) * len(self.mentions)
             children = []
-            for hop in self.links.get(node, []):
+            hops = self.links.get(node, [])
+            if not path:  # "the export partners of Japan": Japan's own, not those whose partner Japan is
+                leaving = {hop.predicate for hop in hops if hop.side == 0}
+                hops = [hop for hop in hops if hop.side == 0 or hop.predicate not in leaving]
+            for hop in hops:
                 self.steps += 1
                 if hop.node in seen:
                     continue
