@@ -15,6 +15,7 @@ label per labelled term, which the retriever uses to label edges without a query
 """
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -26,11 +27,12 @@ from server import vocab
 from server.labels import label_preference
 from server.rag.embeddings import LABEL_DIMENSIONS, embedder
 from server.rag.relations import alias_words, mention_of, relation_lemmas, relation_matches, weak_name
-from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, normalize, symbols, words
+from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, fold, normalize, symbols, words
 from server.store_base import StoreBackend
 
 MAX_NGRAM = 12  # the longest label, in words, that an exact n-gram match considers
 MAX_TOKENS = 64  # question words the ranked (FTS) stage searches for
+MIN_MENTION_LETTERS = 4  # the shortest one-word label a chunk mentions ("Mon" is too short)
 MAX_FOCUS = 8  # relations a question may name ("capital", "borders") that traversal reads first
 FOCUS_FLOOR = 0.35  # how strongly a question word must match a relation for it to be read first
 SEMANTIC_SEED = 0.65  # similarity of a question n-gram and an entity label for a semantic-tier seed
@@ -45,6 +47,15 @@ def _content_ngrams(question: str) -> list[str]:
     found = WORD.findall(question)
     return [" ".join(found[i:i + n]) for n in range(1, SEMANTIC_NGRAM + 1) for i in range(len(found) - n + 1)
             if found[i].casefold() not in STOPWORDS and found[i + n - 1].casefold() not in STOPWORDS]
+
+
+def _names_in(text: str) -> set[str]:
+    """The folded words that ``text`` capitalizes somewhere other than at a sentence's start."""
+    found = set()
+    for sentence in re.split(r"(?<=[.!?:])\s+|\n\s*\n", text):
+        tokens = WORD.findall(sentence)
+        found.update(fold(token) for token in tokens[1:] if token[:1].isupper())
+    return found
 
 
 def _ngrams(folded: list[str], longest: int) -> list[str]:
@@ -325,11 +336,13 @@ class LabelIndex:
 
     def mentioned(self, text: str, collection: str) -> list[NamedNode]:
         """Every entity whose whole label occurs in ``text`` as a run of words (an exact match of a
-        word n-gram), longest label first; single stopwords and one- or two-letter words are
-        too common to count as mentions."""
+        word n-gram), longest label first. A label of one word counts only where the text writes it as a
+        name: ``MIN_MENTION_LETTERS`` letters or more, capitalized inside a sentence ("France", not
+        "software", "real", "tools", "Mon", nor a sentence's first word)."""
         index = self._index(collection)
+        names = _names_in(text)
         grams = [gram for gram in _ngrams(words(text), index.longest)
-                 if " " in gram or (len(gram) > 2 and gram not in RANKING_STOPWORDS)]
+                 if " " in gram or (len(gram) >= MIN_MENTION_LETTERS and gram in names)]
         with index.lock:
             return [NamedNode(term) for term in dict.fromkeys(term for _, term in index.exact(grams))]
 
