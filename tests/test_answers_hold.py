@@ -17,6 +17,7 @@ from server.rag.label_index import LabelIndex
 from server.rag.offline import extractive_answer
 from server.rag.pipeline import GraphRag, make_graph_rag
 from server.rag.retrieval import edge_id
+from server.rag.selection import parse_selection
 from server.store import GraphStore
 from server.vocab import ENTITY, RDFS, RELATION
 
@@ -132,3 +133,12 @@ def test_a_supported_answer_is_kept(france_store: GraphStore, scripted_llm: Scri
     assert "".join(m.response for m in messages) == "Paris is the capital of France [1]."
     trace = read_trace(france_store, session_of(messages))
     assert trace["unsupported"] == [] and trace["answer_fallback"] is None
+
+
+def test_a_small_models_numbering_and_code_fence_name_the_edges_and_nothing_else() -> None:
+    ids = ["a1b2c3d4", "0badf00d", "12345678"]
+    fenced = '```json\n{"id": 1, "reasoning": "first"}\n{"id": 2}\n```'
+    assert parse_selection(fenced, ids) == [("a1b2c3d4", "first"), ("0badf00d", "")]
+    assert parse_selection('{"id": 4}', ids) == []  # no such place in the list
+    assert parse_selection('{"id": 12345678}', ids) == [("12345678", "")]  # an id before a place
+    assert parse_selection("The answer is edge 1.", ids) == []  # prose names nothing
