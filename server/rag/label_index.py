@@ -27,7 +27,7 @@ from server import vocab
 from server.labels import label_preference
 from server.rag.embeddings import LABEL_DIMENSIONS, embedder
 from server.rag.relations import alias_words, mention_of, relation_lemmas, relation_matches, weak_name
-from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, fold, normalize, symbols, words
+from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, fold, lemma, normalize, symbols, words
 from server.store_base import StoreBackend
 
 MAX_NGRAM = 12  # the longest label, in words, that an exact n-gram match considers
@@ -132,7 +132,7 @@ class _CollectionIndex:
         mentions = [mention_of(i, w) for i, w in enumerate(WORD.findall(question))
                     if w.casefold() not in STOPWORDS or w.casefold() in asked]
         labels = sorted({label for _, label in self.relations})
-        found = relation_matches(mentions, labels, self.aliases)
+        found = relation_matches(mentions, labels, self.aliases, closest=False)  # a name is no relation word
         strength = {label: max(found[label], default=0.0) for label in labels}
         scored = sorted((-strength[label], label, term) for term, label in self.relations
                         if strength[label] >= FOCUS_FLOOR)
@@ -189,13 +189,19 @@ class _CollectionIndex:
         found.sort(key=lambda row: (order[row[0]], row[1]))
         return found
 
-    def ranked(self, tokens: list[str], limit: int) -> list[str]:
+    def ranked(self, tokens: list[str], limit: int, relation_words: bool = True) -> list[str]:
+        """Entities by bm25 over ``tokens``; without ``relation_words``, not those whose label shares
+        with the question only words that name a relation ("capital goods" for "the capital of France")."""
         if not tokens or limit <= 0:
             return []
         match = " OR ".join(f'"{token}"' for token in tokens[:MAX_TOKENS])  # tokens are [\w]+ only: no quotes inside
-        rows = self.db.execute("SELECT term FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), term LIMIT ?",
+        rows = self.db.execute("SELECT term, norm FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), term LIMIT ?",
                                (match, limit)).fetchall()
-        return [term for (term,) in rows]
+        if relation_words:
+            return [term for term, _ in rows]
+        asked = set(tokens)
+        return [term for term, norm in rows
+                if any(word in asked and lemma(word) not in self.relation_lemmas for word in norm.split())]
 
     def display(self, keys: list[str]) -> dict[str, str]:
         return dict(self._rows_in("SELECT term, label FROM display WHERE term IN ({})", keys))
@@ -316,7 +322,8 @@ class LabelIndex:
             if len(exact) + len(ranked) < limit:
                 seen = set(exact) | set(ranked)
                 # enough rows to fill the gap even if every exact match comes back again
-                for term in index.ranked(tokens, limit + len(exact)):
+                # with a name spelled out, a label that shares only relation words is no reading of the question
+                for term in index.ranked(tokens, limit + len(exact), relation_words=not exact):
                     if term not in seen:
                         seen.add(term)
                         ranked.append(term)

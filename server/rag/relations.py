@@ -92,12 +92,13 @@ _VECTORS = _Vectors()
 
 
 def relation_matches(mentions: list[Mention], relations: list[str], aliases: Aliases | None = None,
-                     kinds: frozenset[int] = frozenset()) -> dict[str, list[float]]:
+                     kinds: frozenset[int] = frozenset(), closest: bool = True) -> dict[str, list[float]]:
     """For each relation label, one strength per mention (0 when it does not match), against the
     label and the relation's ``aliases``. A mention at one of the ``kinds`` positions names the kind
     of answer ("which *countries*"): it matches a label by its head (``kind_matches``) or, by meaning,
     only the relation clearly closest to it ("what *money*": currency), so that "countries" does not
-    ask for ``internet country code`` or ``region``."""
+    ask for ``internet country code`` or ``region``. Without ``closest``, a word matches only by stem or
+    from ``SEMANTIC_FLOOR`` (:func:`_closest_of_the_rest` is not applied)."""
     names = {relation: _names(relation, (aliases or {}).get(relation, ())) for relation in relations}
     texts = [m.word.casefold() for m in mentions]
     for _, phrases in names.values():
@@ -121,7 +122,8 @@ def relation_matches(mentions: list[Mention], relations: list[str], aliases: Ali
             strengths.append(round(similarity, 3) if similarity >= SEMANTIC_FLOOR else 0.0)
         result[relation], raw[relation] = strengths, similarities
     shares = [any(stem_match(m.lemma, other) for lemmas, _ in names.values() for other in lemmas) for m in mentions]
-    _closest_of_the_rest(result, raw, [m.position in kinds for m in mentions], shares)
+    if closest:
+        _closest_of_the_rest(result, raw, [m.position in kinds for m in mentions], shares)
     return result
 
 
