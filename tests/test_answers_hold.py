@@ -88,6 +88,7 @@ def test_the_offline_chooser_is_named_the_deterministic_selector(store: GraphSto
     trace = read_trace(store, session_of(list(rag.run("What is the capital of France?"))))
     assert [e["selected_by"] for e in trace["edges"]] == ["deterministic"]
     assert trace["selection_details"]["method"] == "deterministic"
+    assert trace["seed_reasons"] == ["1. France: its label is spelled out in the question"]
     shown = "\n".join(trace_lines(trace))
     assert "Chosen by: the deterministic selector\n" in shown + "\n" and "the model" not in shown
 

@@ -138,6 +138,7 @@ def trace_lines(trace: dict, show_source: bool = False) -> list[str]:
         lines.append(f"    Error: {error_text(trace['error'])}")
     if trace.get("retrieval"):
         lines += ["", f"[retrieval] {trace['retrieval']}", f"    Retrieved {trace.get('edge_count') or 0} edge(s)"]
+        lines += [f"    Seed {line}" for line in trace.get("seed_reasons") or []]
     if trace.get("selection"):
         lines += ["", f"[selection] {trace['selection']}", *selection_lines(trace, show_source)]
     if trace.get("answer"):

@@ -45,9 +45,13 @@ class ExplainRecorder:
         self.started = True
         return iri.value
 
-    def retrieval(self, edge_count: int, edges: Iterable[Triple] = (), seeds: Iterable[NamedNode] = ()) -> str:
-        """The retrieval entity with the retrieved edges (triple terms) and the seeds."""
-        self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count, edges, seeds))
+    def retrieval(self, edge_count: int, edges: Iterable[Triple] = (), seeds: Iterable[NamedNode] = (),
+                  seed_reasons: Iterable[str] = ()) -> str:
+        """The retrieval entity with the retrieved edges (triple terms), the seeds and, ranked, why each
+        was taken (``tg:seedReason`` literals, "1. France: its label is spelled out in the question")."""
+        iri = vocab.retrieval_iri(self.session_id)
+        self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count, edges, seeds)
+                    + [Quad(iri, TG.seedReason, Literal(reason), self.graph) for reason in seed_reasons])
         return vocab.retrieval_iri(self.session_id).value
 
     def selection(self, edges: Iterable[tuple[Triple, str] | tuple[Triple, str, str]],

@@ -297,7 +297,8 @@ class LabelIndex:
         exact, ranked = self.lookup_tiers(question, collection, limit)
         return exact + ranked
 
-    def lookup_tiers(self, question: str, collection: str, limit: int) -> tuple[list[NamedNode], list[NamedNode]]:
+    def lookup_tiers(self, question: str, collection: str, limit: int,
+                     reasons: dict[NamedNode, str] | None = None) -> tuple[list[NamedNode], list[NamedNode]]:
         """The seeds of :meth:`lookup` in two tiers: exact n-gram matches, then ranked matches filling
         up to ``limit`` in all. Traversal spends its budget on the first tier first.
 
@@ -305,7 +306,8 @@ class LabelIndex:
         move to the ranked tier when another one is named strongly. Ranked matches are bm25 token
         matches; when nothing matches exactly, the semantic tier (labels
         closest in meaning to the question's n-grams, ``SEMANTIC_SEED``, at most ``SEMANTIC_LIMIT``)
-        comes first among them: a misspelled or translated name ("Portugual", "Deutschland")."""
+        comes first among them: a misspelled or translated name ("Portugual", "Deutschland"). ``reasons``,
+        when given, is filled with why each seed was taken."""
         if limit <= 0:
             return [], []
         index = self._index(collection)
@@ -319,6 +321,7 @@ class LabelIndex:
             ranked = [term for term in weak if term not in exact][:limit - len(exact)]  # after the others
             if not named:
                 ranked = list(dict.fromkeys(index.semantic(_content_ngrams(question), min(limit, SEMANTIC_LIMIT))))
+            semantic = set(ranked) if not named else set()
             if len(exact) + len(ranked) < limit:
                 seen = set(exact) | set(ranked)
                 # enough rows to fill the gap even if every exact match comes back again
@@ -327,7 +330,16 @@ class LabelIndex:
                     if term not in seen:
                         seen.add(term)
                         ranked.append(term)
-        return [NamedNode(t) for t in exact], [NamedNode(t) for t in ranked[:limit - len(exact)]]
+        exact_nodes, ranked_nodes = [NamedNode(t) for t in exact], [NamedNode(t) for t in ranked[:limit - len(exact)]]
+        if reasons is not None:
+            reasons.update((node, "its label is spelled out in the question") for node in exact_nodes)
+            reasons.update((node, "named only weakly (a relation's word, or in lower case), so after the others")
+                           for node in ranked_nodes if node.value in weak)
+            reasons.update((node, "its label is close in meaning to words of the question (no label is spelled out)")
+                           for node in ranked_nodes if node.value in semantic and node not in reasons)
+            for node in ranked_nodes:
+                reasons.setdefault(node, "its label shares words with the question (ranked by bm25)")
+        return exact_nodes, ranked_nodes
 
     def entities_named(self, names: list[str], collection: str) -> dict[str, list[NamedNode]]:
         """The entities whose normalized label is each name's normalized form (names without a match

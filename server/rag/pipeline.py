@@ -79,7 +79,7 @@ class GraphRag:
         triples = {edge_id: Triple(*terms) for edge_id, terms in graph.uri_map.items()}
         labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
         if recorder:
-            iri = recorder.retrieval(len(graph.uri_map), triples.values(), graph.seeds)
+            iri = recorder.retrieval(len(graph.uri_map), triples.values(), graph.seeds, graph.seed_reasons)
             yield self._explain(iri, recorder.written + wire.label_quads(
                 ((triples[edge_id], labeled[edge_id]) for edge_id in graph.edge_ids), collection))
         progress.stage = "selection"
