@@ -103,9 +103,9 @@ def test_a_common_word_or_short_label_is_no_mention(store: GraphStore) -> None:
     load(store, [("France", "capital", "Paris"), ("software", "related to", "tools"), ("Mon", "spoken in", "Myanmar"),
                  ("real", "currency of", "Brazil")])
     index = LabelIndex(store)
-    text = "Software tools for real work ship on Mon. They were written in France by the Paris team."
+    text = "Software tools for Real work ship on Mon. Paris has them, written in France."
     found = {term.value.rsplit("/", 1)[-1] for term in index.mentioned(text, "default")}
-    assert found == {"France", "Paris"}
+    assert found == {"France", "Paris"}  # the labels "software", "tools", "real" are words; "Mon" is short
 
 
 def test_an_answer_its_edges_do_not_hold_is_marked_and_replaced(france_store: GraphStore,

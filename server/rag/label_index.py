@@ -15,7 +15,6 @@ label per labelled term, which the retriever uses to label edges without a query
 """
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
 import time
@@ -47,15 +46,6 @@ def _content_ngrams(question: str) -> list[str]:
     found = WORD.findall(question)
     return [" ".join(found[i:i + n]) for n in range(1, SEMANTIC_NGRAM + 1) for i in range(len(found) - n + 1)
             if found[i].casefold() not in STOPWORDS and found[i + n - 1].casefold() not in STOPWORDS]
-
-
-def _names_in(text: str) -> set[str]:
-    """The folded words that ``text`` capitalizes somewhere other than at a sentence's start."""
-    found = set()
-    for sentence in re.split(r"(?<=[.!?:])\s+|\n\s*\n", text):
-        tokens = WORD.findall(sentence)
-        found.update(fold(token) for token in tokens[1:] if token[:1].isupper())
-    return found
 
 
 def _ngrams(folded: list[str], longest: int) -> list[str]:
@@ -355,15 +345,18 @@ class LabelIndex:
 
     def mentioned(self, text: str, collection: str) -> list[NamedNode]:
         """Every entity whose whole label occurs in ``text`` as a run of words (an exact match of a
-        word n-gram), longest label first. A label of one word counts only where the text writes it as a
-        name: ``MIN_MENTION_LETTERS`` letters or more, capitalized inside a sentence ("France", not
-        "software", "real", "tools", "Mon", nor a sentence's first word)."""
+        word n-gram), longest label first. A label of one word counts only as a name: a capitalized label
+        of ``MIN_MENTION_LETTERS`` letters or more that the text capitalizes ("France", "Lisbon"; not the
+        labels "software", "real", "tools", nor "Mon")."""
         index = self._index(collection)
-        names = _names_in(text)
+        capitalized = {fold(token) for token in WORD.findall(text) if token[:1].isupper()}
         grams = [gram for gram in _ngrams(words(text), index.longest)
-                 if " " in gram or (len(gram) >= MIN_MENTION_LETTERS and gram in names)]
+                 if " " in gram or (len(gram) >= MIN_MENTION_LETTERS and gram in capitalized)]
         with index.lock:
-            return [NamedNode(term) for term in dict.fromkeys(term for _, term in index.exact(grams))]
+            rows = index.exact(grams)
+            labels = index.display(sorted({term for norm, term in rows if " " not in norm}))
+        return [NamedNode(term) for term in dict.fromkeys(term for norm, term in rows
+                                                          if " " in norm or labels.get(term, "")[:1].isupper())]
 
     def relation_aliases(self, collection: str) -> dict[str, tuple[str, ...]]:
         """The other names (``skos:altLabel``) of the collection's relations, by relation label."""
