@@ -87,6 +87,7 @@ class Config:
     llm_retries: int = 2  # GLASSGRAPH_LLM_RETRIES
     llm_context: int = 8192  # GLASSGRAPH_LLM_CONTEXT: the model's context length in tokens (prompt and reply)
     sse_keepalive_s: float = 15.0  # GLASSGRAPH_SSE_KEEPALIVE: SSE comment after this idle time (0: none)
+    check_answers: bool = True  # GLASSGRAPH_CHECK_ANSWERS: a model answer its edges do not hold gives way
     max_answers: int = 8  # GLASSGRAPH_MAX_ANSWERS: GraphRAG answers in progress at once (429 past it)
     max_question_chars: int = 2000  # GLASSGRAPH_MAX_QUESTION: longest GraphRAG question, in characters
     max_document_bytes: int = 32 * 1024 * 1024  # GLASSGRAPH_MAX_DOCUMENT: largest document to ingest
@@ -211,6 +212,7 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "llm_concurrency": (("GLASSGRAPH_LLM_CONCURRENCY",), "int"),
     "llm_context": (("GLASSGRAPH_LLM_CONTEXT",), "int"),
     "sse_keepalive_s": (("GLASSGRAPH_SSE_KEEPALIVE",), "float"),
+    "check_answers": (("GLASSGRAPH_CHECK_ANSWERS",), "bool"),
     "max_answers": (("GLASSGRAPH_MAX_ANSWERS",), "int"),
     "max_question_chars": (("GLASSGRAPH_MAX_QUESTION",), "int"),
     "max_document_bytes": (("GLASSGRAPH_MAX_DOCUMENT",), "int"),

@@ -105,7 +105,7 @@ def test_tg_invoke_shows_the_selection_with_one_request(counted: tuple[LiveServe
     assert "Paris" in out
     assert "Edge: (France, capital, Paris)" in err
     assert re.search(r"Source: Chunk 2 → Page 4 → \"France\"", err), err
-    assert "Chosen by: the model (offline)" in err
+    assert "Chosen by: the deterministic selector\n" in err and "the model" not in err
     assert paths == Counter({"/api/graph-rag": 1})  # no /api/explain
 
 

@@ -32,7 +32,10 @@ def chosen(question: str, facts: list[tuple[str, str, str]],
 
 
 def test_aliases_name_a_relation_its_label_does_not() -> None:
-    assert chosen("what kind of film is Chill", FILMS) == []  # "kind" is nowhere near "has genre"
+    assert chosen("which words describe Chill", FILMS) == []  # "describe" is nowhere near "has tags"
+    assert chosen("which words describe Chill", FILMS, {"has tags": ("describe",)}) == [("Chill", "has tags", "winter")]
+    # without an alias, "kind" asks for the relation clearly closest to it in meaning
+    assert chosen("what kind of film is Chill", FILMS) == [("Chill", "has genre", "Horror")]
     assert chosen("what kind of film is Chill", FILMS, ALIASES) == [("Chill", "has genre", "Horror")]
     # a one-word alias that is a stopword ("about") still asks for its relation
     assert sorted(chosen("which films are about winter", FILMS, ALIASES)) == [

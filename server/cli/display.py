@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
 from server.cli.errors import CliError
-from server.cli.step_view import TG, StepTriples, selection_view
+from server.cli.step_view import TG, StepTriples, lexical, selection_view
 from server.rag.text import one_line
 
 TraceLookup = Callable[[str], "dict | None"]  # any explain IRI of a session -> its trace (read_trace's shape)
@@ -83,7 +83,8 @@ def chain_lines(name: str, chain: list[dict], labels: Sequence[str], show_source
     return lines
 
 
-CHOSEN_BY = {"model": "the model", "fallback": "the deterministic selector (fallback)"}
+CHOSEN_BY = {"model": "the model", "fallback": "the deterministic selector (fallback)",
+             "deterministic": "the deterministic selector"}
 NO_ANSWER_LINE = "    Outcome: no answer (the knowledge graph does not answer this question)"
 
 
@@ -96,7 +97,7 @@ def edge_lines(edge: dict, show_source: bool = False, model: str | None = None) 
         lines.append(f"        Reason: {one_line(edge.get('reasoning') or '') or '(the model gave none)'}")
     if edge.get("selected_by"):
         chooser = CHOSEN_BY.get(edge["selected_by"], edge["selected_by"])
-        if edge["selected_by"] == "model" and model:  # "the model (offline)": offline is deterministic too
+        if edge["selected_by"] == "model" and model:
             chooser = f"{chooser} ({model})"
         lines.append(f"        Chosen by: {chooser}")
     labels = [edge["labels"][2], edge["labels"][0]]  # an excerpt is about the object, else the subject
@@ -118,6 +119,10 @@ def selection_lines(trace: dict, show_source: bool = False) -> list[str]:
     details = trace.get("selection_details") or {}
     if details.get("fallbackReason"):
         lines.append(f"    Fallback: {details['fallbackReason']}")
+    if details.get("cutEdges"):
+        lines.append(f"    Cut: {details['cutEdges']} more relevant edge(s) left out of the selection")
+    elif edges and "cutEdges" in details:
+        lines.append("    Complete: every relevant edge found is selected")
     lines += [f"    Batch {entry}" for entry in details.get("batches") or ()]
     if details.get("unofferedEdges"):
         lines.append(f"    Never offered to the model: {details['unofferedEdges']} edge(s)")
@@ -136,12 +141,16 @@ def trace_lines(trace: dict, show_source: bool = False) -> list[str]:
         lines.append(f"    Error: {error_text(trace['error'])}")
     if trace.get("retrieval"):
         lines += ["", f"[retrieval] {trace['retrieval']}", f"    Retrieved {trace.get('edge_count') or 0} edge(s)"]
+        lines += [f"    Seed {line}" for line in trace.get("seed_reasons") or []]
     if trace.get("selection"):
         lines += ["", f"[selection] {trace['selection']}", *selection_lines(trace, show_source)]
     if trace.get("answer"):
         lines += ["", f"[answer] {trace['answer']}"]
         if trace.get("outcome") == "no-answer":
             lines.append(NO_ANSWER_LINE)
+        lines += [f"    Unsupported: {one_line(sentence)}" for sentence in trace.get("unsupported") or []]
+        if trace.get("answer_fallback"):
+            lines.append(f"    Answer fallback: {trace['answer_fallback']}")
         if trace.get("answer_text") is not None:
             lines += ["", trace["answer_text"].rstrip("\n")]
     return lines
@@ -200,6 +209,12 @@ class StreamDisplay:
             self._model = StepTriples(triples).value(iri, TG + "model")
         if kind == "selection":
             lines += self._selection(iri, triples)
+        if kind == "answer" and triples:
+            step = StepTriples(triples)
+            unsupported = sorted(lexical(o) for o in step.objects.get((iri, TG + "unsupported"), []))
+            lines += [f"    Unsupported: {one_line(sentence)}" for sentence in unsupported]
+            if step.value(iri, TG + "answerFallback"):
+                lines.append(f"    Answer fallback: {step.value(iri, TG + 'answerFallback')}")
         if self._answer_open and self.out.isatty():  # keep the block off the answer's last line
             self.err.write("\n\n")
         self.err.write("\n".join(lines) + "\n\n")

@@ -14,8 +14,8 @@ RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 DC_TITLE = "http://purl.org/dc/elements/1.1/title"
 DERIVED_FROM = "http://www.w3.org/ns/prov#wasDerivedFrom"
 NODE_TYPES = {TG + "Document": "Document", TG + "Page": "Page", TG + "Chunk": "Chunk"}
-DETAILS = ("selectionMethod", "fallbackReason", "promptEdges", "promptBatches", "trimmedEdges", "promptTokens",
-           "contextTokens", "unofferedEdges", "llmQueueMs")
+DETAILS = ("selectionMethod", "fallbackReason", "cutEdges", "promptEdges", "promptBatches", "trimmedEdges",
+           "promptTokens", "contextTokens", "unofferedEdges", "llmQueueMs")
 
 
 def key(term: dict) -> str:

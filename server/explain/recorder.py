@@ -45,9 +45,13 @@ class ExplainRecorder:
         self.started = True
         return iri.value
 
-    def retrieval(self, edge_count: int, edges: Iterable[Triple] = (), seeds: Iterable[NamedNode] = ()) -> str:
-        """The retrieval entity with the retrieved edges (triple terms) and the seeds."""
-        self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count, edges, seeds))
+    def retrieval(self, edge_count: int, edges: Iterable[Triple] = (), seeds: Iterable[NamedNode] = (),
+                  seed_reasons: Iterable[str] = ()) -> str:
+        """The retrieval entity with the retrieved edges (triple terms), the seeds and, ranked, why each
+        was taken (``tg:seedReason`` literals, "1. France: its label is spelled out in the question")."""
+        iri = vocab.retrieval_iri(self.session_id)
+        self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count, edges, seeds)
+                    + [Quad(iri, TG.seedReason, Literal(reason), self.graph) for reason in seed_reasons])
         return vocab.retrieval_iri(self.session_id).value
 
     def selection(self, edges: Iterable[tuple[Triple, str] | tuple[Triple, str, str]],
@@ -57,10 +61,16 @@ class ExplainRecorder:
         self._write(vocab.selection_quads(self.graph, self.session_id, edges, facts))
         return vocab.selection_iri(self.session_id).value
 
-    def answer(self, text: str, outcome: str | None = None, edge_count: int = 0) -> str:
+    def answer(self, text: str, outcome: str | None = None, edge_count: int = 0, unsupported: Iterable[str] = (),
+               fallback_reason: str | None = None) -> str:
         """The answer entity (its ``tg:outcome``, the edges its ``[n]`` marks cite among the ``edge_count``
-        selected) and its text (librarian graph) in one transaction."""
+        selected, a model's sentences that its edges do not hold as ``tg:unsupported`` and, when the
+        deterministic answer replaced the model's, ``tg:answerFallback``) and its text (librarian graph) in
+        one transaction."""
         quads = vocab.answer_quads(self.graph, self.session_id, outcome, *citations(text, edge_count))
+        iri = vocab.answer_iri(self.session_id)
+        quads += [Quad(iri, TG.unsupported, Literal(sentence), self.graph) for sentence in unsupported]
+        quads += [Quad(iri, TG.answerFallback, Literal(fallback_reason), self.graph)] if fallback_reason else []
         quads += vocab.content_quads(vocab.answer_document_iri(self.session_id), text)
         self._write(quads)
         return vocab.answer_iri(self.session_id).value
@@ -82,17 +92,19 @@ class ExplainRecorder:
 
 
 def selection_facts(choice: Choice, edges: Mapping[str, Triple] | None = None) -> list[tuple[NamedNode, Term]]:
-    """What a selection records about itself: ``tg:selectionMethod`` ("model" or "fallback"),
-    ``tg:fallbackReason``, and what the model saw: ``tg:promptEdges``, ``tg:promptBatches``,
-    ``tg:trimmedEdges``, ``tg:promptTokens`` (counted or estimated), ``tg:contextTokens`` (configured),
-    ``tg:selectionBatch`` (what became of each batch, "N: ..."), ``tg:unofferedEdges`` and, with
-    ``edges`` (edge id -> triple), each ``tg:unofferedEdge``; ``tg:llmQueueMs``, the wait for the endpoint."""
+    """What a selection records about itself: ``tg:selectionMethod`` ("model", "fallback" or
+    "deterministic"), ``tg:fallbackReason``, ``tg:cutEdges`` (relevant edges left out; 0: complete), and what
+    the model saw: ``tg:promptEdges``, ``tg:promptBatches``, ``tg:trimmedEdges``, ``tg:promptTokens`` (counted
+    or estimated), ``tg:contextTokens`` (configured), ``tg:selectionBatch`` (what became of each batch,
+    "N: ..."), ``tg:unofferedEdges`` and, with ``edges`` (edge id -> triple), each ``tg:unofferedEdge``;
+    ``tg:llmQueueMs``, the wait for the endpoint."""
     facts: list[tuple[NamedNode, Term]] = [(TG.selectionMethod, Literal(choice.method))]
     if choice.fallback_reason:
         facts.append((TG.fallbackReason, Literal(choice.fallback_reason)))
-    counts = {TG.promptEdges: choice.shown, TG.promptBatches: choice.batches, TG.trimmedEdges: choice.trimmed,
-              TG.promptTokens: choice.prompt_tokens, TG.contextTokens: choice.context_tokens,
-              TG.unofferedEdges: len(choice.unoffered), TG.llmQueueMs: round(choice.queued_s * 1000)}
+    counts = {TG.cutEdges: choice.cut, TG.promptEdges: choice.shown, TG.promptBatches: choice.batches,
+              TG.trimmedEdges: choice.trimmed, TG.promptTokens: choice.prompt_tokens,
+              TG.contextTokens: choice.context_tokens, TG.unofferedEdges: len(choice.unoffered),
+              TG.llmQueueMs: round(choice.queued_s * 1000)}
     facts += [(name, Literal(str(value), datatype=XSD.integer)) for name, value in counts.items() if value is not None]
     facts += [(TG.selectionBatch, Literal(entry)) for entry in choice.batch_log]
     facts += [(TG.unofferedEdge, edges[edge_id]) for edge_id in choice.unoffered if edges and edge_id in edges]

@@ -57,6 +57,10 @@ def read_trace(store: StoreBackend, session_iri: str) -> dict | None:
         "answer_text": _value(head.get("answerText")),
         "outcome": _value(head.get("outcome")),
         "selection_details": _selection_details(store, head["selection"]) if "selection" in head else None,
+        **_answer_check(store, head["answer"] if "answer" in head else None),
+        "seed_reasons": sorted((q.object.value for q in store.quads(head["retrieval"], vocab.TG.seedReason,
+                                                                    graph=store.explain_graph)),
+                               key=lambda line: int(line.split(".", 1)[0])) if "retrieval" in head else [],
         "status": _status(head),
         "error": error,
         "edges": edges,
@@ -130,6 +134,17 @@ def _edges(store: StoreBackend, selection: NamedNode, collection: str | None) ->
             "mentions": mentions.get(triple, []),
         })
     return edges
+
+
+def _answer_check(store: StoreBackend, answer: NamedNode | None) -> dict:
+    """``unsupported``: the model's sentences its edges do not hold; ``answer_fallback``: why the deterministic
+    answer replaced the model's (None when it did not)."""
+    if answer is None:
+        return {"unsupported": [], "answer_fallback": None}
+    graph = store.explain_graph
+    return {"unsupported": sorted(q.object.value for q in store.quads(answer, vocab.TG.unsupported, graph=graph)),
+            "answer_fallback": next((q.object.value for q in store.quads(answer, vocab.TG.answerFallback,
+                                                                         graph=graph)), None)}
 
 
 def _selection_details(store: StoreBackend, selection: NamedNode) -> dict:

@@ -79,6 +79,7 @@ class ChainChoice:
     score: float
     anchors: list[str] = field(default_factory=list)
     mentions: list[str] = field(default_factory=list)
+    left_out: int = 0  # edges of equally good paths past MAX_CHOSEN: the selection is cut, not complete
 
 
 def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None = None) -> ChainChoice:
@@ -97,18 +98,50 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     asked = alias_words(aliases or {})
     mentions = [mention_of(i, surface) for i, (surface, folded) in enumerate(tokens) if i not in claimed
                 and (folded not in STOPWORDS or folded in asked) and folded not in CUES and not folded.isdigit()]
-    matches = relation_matches(mentions, relations, aliases)
+    kinds = _kind_positions([folded for _, folded in tokens])
+    matches = relation_matches(mentions, relations, aliases, kinds)
     search = _Search(edges, matches, mentions, cue)
     where = {label: (start, end) for start, end, label in reversed(spans)}
     for anchor in anchors:
         search.walk(anchor, where.get(anchor))
     inside = {i for start, end, _ in spans_found for i in range(start, end)}  # names, and
-    inside |= {i for i in range(1, len(tokens)) if tokens[i - 1][1] in ("which", "what")}  # the answer's kind
+    inside |= kinds
     asked = sum(m.position not in inside for m in mentions)  # the question's other words
     chosen = list(search.best) if search.served > asked * MIN_COVERAGE else []
     reasons = [(edges[i][0], _reason(edges[i][1], search.best[i], mentions, matches)) for i in chosen]
+    if not chosen and strong:  # a name spelled out, no relation asked for by a word: its only relation
+        chosen, reasons = _only_relation_edges(edges, list(dict.fromkeys(label for *_, label in strong)),
+                                               [surface for i, (surface, _) in enumerate(tokens) if i not in inside])
     return ChainChoice(chosen=reasons, ranking=_rank(edges, chosen, matches, set(anchors)),
-                       score=max(search.best_score, 0.0), anchors=anchors, mentions=[m.word for m in mentions])
+                       score=max(search.best_score, 0.0), anchors=anchors, mentions=[m.word for m in mentions],
+                       left_out=search.left_out if chosen else 0)
+
+
+def _kind_positions(folded: list[str]) -> frozenset[int]:
+    """Where the question names the kind of its answer: the word after "which" or "what", or after their
+    "kind of", "type of", ... ("what kind of *film*"): the word before "of" asks for a relation then."""
+    kinds = set()
+    for i in range(1, len(folded)):
+        if folded[i - 1] in ("which", "what"):
+            kinds.add(i + 2 if i + 2 < len(folded) and folded[i + 1] == "of" else i)
+    return frozenset(kinds)
+
+
+def _only_relation_edges(edges: list[tuple[str, Edge]], anchors: list[str],
+                         rest: list[str]) -> tuple[list[int], list[tuple[str, str]]]:
+    """The edges of a named anchor that has one relation only (a tag, a year: "what films are about
+    korean war"), when no word of the question names a relation: that relation is the closest there is.
+    Not when the question's other words (``rest``) hold a name the graph does not know ("What is
+    Beyonce's real name?": "real" is a currency's label; "the 100 metres world record") or when the anchors'
+    relations differ."""
+    relations = {p for _, (s, p, o) in edges if s in anchors or o in anchors}
+    if len(relations) != 1 or any(word[:1].isupper() for word in rest[1:]) or any(w.isdigit() for w in rest):
+        return [], []
+    [relation] = relations
+    chosen = [i for i, (_, (s, p, o)) in enumerate(edges) if s in anchors or o in anchors][:MAX_CHOSEN]
+    return chosen, [(edges[i][0], f"Deterministic selector: no word of the question names a relation, and "
+                     f"'{relation}' is the only relation of the entity it names; this edge links "
+                     f"{edges[i][1][0]} to {edges[i][1][2]} by '{relation}'.") for i in chosen]
 
 
 def _anchor_spans(tokens: list[tuple[str, str]], labels: set[str]) -> list[tuple[int, int, str]]:
@@ -183,6 +216,7 @@ class _Search:
         self.best: dict[int, tuple[str, int, bool]] = {}  # edges of the best paths -> (anchor, step, sibling)
         self.steps = 0
         self.served = 0  # mentions the best paths match, at most
+        self.left_out = 0  # edges of best paths that did not fit in MAX_CHOSEN
 
     @property
     def best_score(self) -> float:
@@ -191,22 +225,26 @@ class _Search:
     def walk(self, anchor: str, span: tuple[int, int] | None) -> None:
         for path in self._paths(anchor, span):
             sibling = any(step.back for step in path)
-            score = sum(path[-1].strengths) + (CUE_BONUS if sibling and self.cue else 0.0) - HOP_COST * len(path)
+            steps = sum(not step.back for step in path)  # walking a relation back is the chain's pivot: free
+            score = sum(path[-1].strengths) + (CUE_BONUS if sibling and self.cue else 0.0) - HOP_COST * steps
             distances = [step.distance for step in path if step.distance >= 0]
             inversions = sum(a > b for a, b in zip(distances, distances[1:], strict=False))
             key = (round(score - INVERSION_COST * inversions, 6), -inversions, -len(path))
             if key > self.best_key:
-                self.best_key, self.best, self.served = key, {}, 0
+                self.best_key, self.best, self.served, self.left_out = key, {}, 0, 0
             if key == self.best_key:
                 self.served = max(self.served, sum(strength > 0 for strength in path[-1].strengths))
                 new = [(number, step) for number, step in enumerate(path, 1) if step.hop.edge not in self.best]
                 if len(self.best) + len(new) <= MAX_CHOSEN:  # whole paths only: their ends are the answers
                     for number, step in new:
                         self.best[step.hop.edge] = (anchor, number, step.back)
+                else:
+                    self.left_out += len(new)
 
     def _paths(self, anchor: str, span: tuple[int, int] | None) -> Iterator[list[_Step]]:
         """Every admissible path from ``anchor``: each step matches the question better (``MIN_GAIN``)
-        or walks the previous (non-sibling) step's relation back; no node twice."""
+        or walks the previous (non-sibling) step's relation back; no node twice. A relation that leaves the
+        anchor is not also followed into it at the first step (a label reads from its subject)."""
         stack: list[tuple[list[_Step], frozenset[str]]] = [([], frozenset([anchor]))]
         while stack and self.steps < MAX_STEPS:
             path, seen = stack.pop()
@@ -215,7 +253,11 @@ class _Search:
             node = path[-1].hop.node if path else anchor
             strengths = path[-1].strengths if path else (0.0,) * len(self.mentions)
             children = []
-            for hop in self.links.get(node, []):
+            hops = self.links.get(node, [])
+            if not path:  # "the export partners of Japan": Japan's own, not those whose partner Japan is
+                leaving = {hop.predicate for hop in hops if hop.side == 0}
+                hops = [hop for hop in hops if hop.side == 0 or hop.predicate not in leaving]
+            for hop in hops:
                 self.steps += 1
                 if hop.node in seen:
                     continue

@@ -14,6 +14,12 @@ selector as the fallback when the model's choice is unusable.
 * **Accounting**: every batch offered says what became of it (``Choice.batch_log``: answered, none,
   junk, timed out, refused and halved), and every retrieved edge never offered to the model (trimmed
   or left after a failure) is named (``Choice.unoffered``); both are recorded in the trace.
+* **The deterministic provider** (``offline``, whose ``deterministic`` is true): its selector's choice
+  is the selection, whole (``MAX_SELECTED_EDGES`` is the budget of a model's context, not a cut of the
+  answer), each edge chosen by ``DETERMINISTIC``.
+* **Complete or cut**: ``Choice.cut`` counts the relevant edges left out (a model's choice past
+  ``MAX_SELECTED_EDGES``, the selector's paths past its own cap); 0 means the selection holds every
+  edge the selector found for the question.
 * **No answer**: a model that replies ``NONE`` (or nothing) for every batch, or a fallback that
   finds nothing relevant: no edge is chosen, and the pipeline answers that the graph does not
   answer the question.
@@ -40,7 +46,9 @@ MAX_BATCHES = 4  # selection calls per question at most
 MIN_BATCH = 8  # edges: a prompt refused as too long is halved down to this size, then the fallback runs
 _NONE = re.compile(r"[\W_]*(none|nothing|no edges?)?[\W_]*", re.IGNORECASE)
 
-MODEL, FALLBACK = "model", "fallback"  # who chose an edge: the configured model, or the deterministic fallback
+# who chose an edge: the configured model, the deterministic selector standing in for it, or the
+# deterministic selector as the configured (offline) provider
+MODEL, FALLBACK, DETERMINISTIC = "model", "fallback", "deterministic"
 
 
 @dataclass
@@ -48,8 +56,9 @@ class Choice:
     """The selected edges ``(edge id, reasoning, chosen by)`` and what the model was shown."""
 
     edges: list[tuple[str, str, str]]
-    method: str  # MODEL or FALLBACK
+    method: str  # MODEL, FALLBACK or DETERMINISTIC
     fallback_reason: str | None = None
+    cut: int = 0  # relevant edges left out of the selection (0: it is complete)
     shown: int = 0  # edges the model's prompts held
     batches: int = 0  # selection calls made
     trimmed: int = 0  # retrieved edges left out of every prompt (ranked lowest)
@@ -73,9 +82,13 @@ def estimate_tokens(text: str) -> int:
 def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Aliases | None = None) -> Choice:
     """The selection for ``question`` among the retrieved ``labeled`` edges (edge id -> labels);
     ``aliases``: the other names of their relations."""
+    method = DETERMINISTIC if getattr(llm, "deterministic", False) else MODEL
     if not labeled:
-        return Choice([], MODEL, context_tokens=llm.context_tokens)
+        return Choice([], method, context_tokens=llm.context_tokens)
     deterministic = chains.choose(question, list(labeled.items()), aliases)
+    if method == DETERMINISTIC:
+        return Choice([(i, why, DETERMINISTIC) for i, why in deterministic.chosen], DETERMINISTIC,
+                      cut=deterministic.left_out, shown=len(labeled))
     ranked = [(i, labeled[i]) for i in deterministic.ranking]
     tokens = _token_counter(llm, question, ranked, aliases or {})
     batches, trimmed = _batches(question, ranked, llm.context_tokens, aliases or {}, tokens)
@@ -127,6 +140,7 @@ def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Ali
                     "after a failure)", len(choice.unoffered), len(ranked), trimmed, len(choice.unoffered) - trimmed)
     if picked:
         choice.edges = [(i, reason, MODEL) for i, reason in list(picked.items())[:MAX_SELECTED_EDGES]]
+        choice.cut = max(len(picked) - MAX_SELECTED_EDGES, 0)
         choice.notes += failures
         for note in choice.notes:
             log.warning("selection: %s", note)
@@ -137,6 +151,7 @@ def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Ali
     log.warning("selection falls back to the deterministic selector: %s", reason)
     choice.method, choice.fallback_reason = FALLBACK, reason
     choice.edges = [(i, f"Fallback ({reason}). {why}", FALLBACK) for i, why in deterministic.chosen]
+    choice.cut = deterministic.left_out
     return choice
 
 

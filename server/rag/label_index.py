@@ -26,11 +26,12 @@ from server import vocab
 from server.labels import label_preference
 from server.rag.embeddings import LABEL_DIMENSIONS, embedder
 from server.rag.relations import alias_words, mention_of, relation_lemmas, relation_matches, weak_name
-from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, normalize, symbols, words
+from server.rag.text import RANKING_STOPWORDS, STOPWORDS, WORD, fold, lemma, normalize, symbols, words
 from server.store_base import StoreBackend
 
 MAX_NGRAM = 12  # the longest label, in words, that an exact n-gram match considers
 MAX_TOKENS = 64  # question words the ranked (FTS) stage searches for
+MIN_MENTION_LETTERS = 4  # the shortest one-word label a chunk mentions ("Mon" is too short)
 MAX_FOCUS = 8  # relations a question may name ("capital", "borders") that traversal reads first
 FOCUS_FLOOR = 0.35  # how strongly a question word must match a relation for it to be read first
 SEMANTIC_SEED = 0.65  # similarity of a question n-gram and an entity label for a semantic-tier seed
@@ -121,7 +122,7 @@ class _CollectionIndex:
         mentions = [mention_of(i, w) for i, w in enumerate(WORD.findall(question))
                     if w.casefold() not in STOPWORDS or w.casefold() in asked]
         labels = sorted({label for _, label in self.relations})
-        found = relation_matches(mentions, labels, self.aliases)
+        found = relation_matches(mentions, labels, self.aliases, closest=False)  # a name is no relation word
         strength = {label: max(found[label], default=0.0) for label in labels}
         scored = sorted((-strength[label], label, term) for term, label in self.relations
                         if strength[label] >= FOCUS_FLOOR)
@@ -178,13 +179,19 @@ class _CollectionIndex:
         found.sort(key=lambda row: (order[row[0]], row[1]))
         return found
 
-    def ranked(self, tokens: list[str], limit: int) -> list[str]:
+    def ranked(self, tokens: list[str], limit: int, relation_words: bool = True) -> list[str]:
+        """Entities by bm25 over ``tokens``; without ``relation_words``, not those whose label shares
+        with the question only words that name a relation ("capital goods" for "the capital of France")."""
         if not tokens or limit <= 0:
             return []
         match = " OR ".join(f'"{token}"' for token in tokens[:MAX_TOKENS])  # tokens are [\w]+ only: no quotes inside
-        rows = self.db.execute("SELECT term FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), term LIMIT ?",
+        rows = self.db.execute("SELECT term, norm FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), term LIMIT ?",
                                (match, limit)).fetchall()
-        return [term for (term,) in rows]
+        if relation_words:
+            return [term for term, _ in rows]
+        asked = set(tokens)
+        return [term for term, norm in rows
+                if any(word in asked and lemma(word) not in self.relation_lemmas for word in norm.split())]
 
     def display(self, keys: list[str]) -> dict[str, str]:
         return dict(self._rows_in("SELECT term, label FROM display WHERE term IN ({})", keys))
@@ -280,7 +287,8 @@ class LabelIndex:
         exact, ranked = self.lookup_tiers(question, collection, limit)
         return exact + ranked
 
-    def lookup_tiers(self, question: str, collection: str, limit: int) -> tuple[list[NamedNode], list[NamedNode]]:
+    def lookup_tiers(self, question: str, collection: str, limit: int,
+                     reasons: dict[NamedNode, str] | None = None) -> tuple[list[NamedNode], list[NamedNode]]:
         """The seeds of :meth:`lookup` in two tiers: exact n-gram matches, then ranked matches filling
         up to ``limit`` in all. Traversal spends its budget on the first tier first.
 
@@ -288,7 +296,8 @@ class LabelIndex:
         move to the ranked tier when another one is named strongly. Ranked matches are bm25 token
         matches; when nothing matches exactly, the semantic tier (labels
         closest in meaning to the question's n-grams, ``SEMANTIC_SEED``, at most ``SEMANTIC_LIMIT``)
-        comes first among them: a misspelled or translated name ("Portugual", "Deutschland")."""
+        comes first among them: a misspelled or translated name ("Portugual", "Deutschland"). ``reasons``,
+        when given, is filled with why each seed was taken."""
         if limit <= 0:
             return [], []
         index = self._index(collection)
@@ -302,14 +311,25 @@ class LabelIndex:
             ranked = [term for term in weak if term not in exact][:limit - len(exact)]  # after the others
             if not named:
                 ranked = list(dict.fromkeys(index.semantic(_content_ngrams(question), min(limit, SEMANTIC_LIMIT))))
+            semantic = set(ranked) if not named else set()
             if len(exact) + len(ranked) < limit:
                 seen = set(exact) | set(ranked)
                 # enough rows to fill the gap even if every exact match comes back again
-                for term in index.ranked(tokens, limit + len(exact)):
+                # with a name spelled out, a label that shares only relation words is no reading of the question
+                for term in index.ranked(tokens, limit + len(exact), relation_words=not exact):
                     if term not in seen:
                         seen.add(term)
                         ranked.append(term)
-        return [NamedNode(t) for t in exact], [NamedNode(t) for t in ranked[:limit - len(exact)]]
+        exact_nodes, ranked_nodes = [NamedNode(t) for t in exact], [NamedNode(t) for t in ranked[:limit - len(exact)]]
+        if reasons is not None:
+            reasons.update((node, "its label is spelled out in the question") for node in exact_nodes)
+            reasons.update((node, "named only weakly (a relation's word, or in lower case), so after the others")
+                           for node in ranked_nodes if node.value in weak)
+            reasons.update((node, "its label is close in meaning to words of the question (no label is spelled out)")
+                           for node in ranked_nodes if node.value in semantic and node not in reasons)
+            for node in ranked_nodes:
+                reasons.setdefault(node, "its label shares words with the question (ranked by bm25)")
+        return exact_nodes, ranked_nodes
 
     def entities_named(self, names: list[str], collection: str) -> dict[str, list[NamedNode]]:
         """The entities whose normalized label is each name's normalized form (names without a match
@@ -325,13 +345,18 @@ class LabelIndex:
 
     def mentioned(self, text: str, collection: str) -> list[NamedNode]:
         """Every entity whose whole label occurs in ``text`` as a run of words (an exact match of a
-        word n-gram), longest label first; single stopwords and one- or two-letter words are
-        too common to count as mentions."""
+        word n-gram), longest label first. A label of one word counts only as a name: a capitalized label
+        of ``MIN_MENTION_LETTERS`` letters or more that the text capitalizes ("France", "Lisbon"; not the
+        labels "software", "real", "tools", nor "Mon")."""
         index = self._index(collection)
+        capitalized = {fold(token) for token in WORD.findall(text) if token[:1].isupper()}
         grams = [gram for gram in _ngrams(words(text), index.longest)
-                 if " " in gram or (len(gram) > 2 and gram not in RANKING_STOPWORDS)]
+                 if " " in gram or (len(gram) >= MIN_MENTION_LETTERS and gram in capitalized)]
         with index.lock:
-            return [NamedNode(term) for term in dict.fromkeys(term for _, term in index.exact(grams))]
+            rows = index.exact(grams)
+            labels = index.display(sorted({term for norm, term in rows if " " not in norm}))
+        return [NamedNode(term) for term in dict.fromkeys(term for norm, term in rows
+                                                          if " " in norm or labels.get(term, "")[:1].isupper())]
 
     def relation_aliases(self, collection: str) -> dict[str, tuple[str, ...]]:
         """The other names (``skos:altLabel``) of the collection's relations, by relation label."""

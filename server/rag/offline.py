@@ -25,6 +25,7 @@ class OfflineLLM:
 
     model = "offline"
     context_tokens = None  # no model: every retrieved edge is read
+    deterministic = True  # its selection is the deterministic selector's, and is named so
 
     def select(self, question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None = None) -> str:
         """The chosen edges as JSONL; nothing when the graph does not answer the question."""
@@ -47,7 +48,8 @@ def _join(items: list[str]) -> str:
 
 def extractive_answer(edges: list[Edge]) -> str:
     """One sentence per subject and predicate with its objects joined, or per predicate and single
-    object with its subjects joined ("The currency of Austria and Belgium is euro."), in edge order,
+    object with its subjects joined, told from that object ("France is the border of Italy, Spain and
+    Germany.": a chain reached them from France; "Heat and Thief were directed by Michael Mann."), in edge order,
     each with ``[n]`` marks naming the edges it rests on (1-based, in the order given: the selection's).
     An edge whose reverse (same predicate) is already stated is left out: a symmetric fact such as
     ``borders`` is told once, marked with both."""
@@ -95,6 +97,9 @@ def _sentence(subjects: list[str], predicate: str, objects: list[str]) -> str:
             words = words[1:]
         head = words.index("of") - 1 if "of" in words[1:] else len(words) - 1  # "chief of state": "chief"
         plural = lemma(words[head]) != words[head].casefold()
+        if several and len(objects) == 1:  # from the value the subjects share, as a chain reaches them
+            words[head] = lemma(words[head]) if plural else words[head]
+            return f"{obj[:1].upper()}{obj[1:]} is the {' '.join(words)} of {subject}."
         if len(objects) > 1 and not plural:
             words[head], plural = _plural(words[head]), True
         sentence = f"The {' '.join(words)} of {subject} {'are' if plural else 'is'} {obj}"

@@ -13,6 +13,7 @@ carries the outcome.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,9 +25,11 @@ from server.config import Config
 from server.errors import BadRequest, ErrorType, GlassgraphError, LLMFailed, NotFound
 from server.explain import wire
 from server.explain.recorder import ExplainRecorder, RecordError, selection_facts
-from server.rag.choice import choose_edges
+from server.rag.choice import Choice, choose_edges
+from server.rag.citations import unsupported_sentences
 from server.rag.llm import LLM, NO_ANSWER, LLMError
 from server.rag.messages import GraphRagResponse
+from server.rag.offline import extractive_answer
 from server.rag.providers import make_llm
 from server.rag.retrieval import RetrievalLimits, Retriever
 from server.store import GraphStore
@@ -37,10 +40,11 @@ log = logging.getLogger(__name__)
 class GraphRag:
     """Retrieve -> select -> synthesize, over one store with one LLM."""
 
-    def __init__(self, store: GraphStore, retriever: Retriever, llm: LLM) -> None:
+    def __init__(self, store: GraphStore, retriever: Retriever, llm: LLM, check_answers: bool = True) -> None:
         self.store = store
         self.retriever = retriever
         self.llm = llm
+        self.check_answers = check_answers  # a model's unsupported answer gives way to the deterministic one
 
     def run(self, question: str, collection: str = "default", explainable: bool = True,
             limits: RetrievalLimits | None = None) -> Iterator[GraphRagResponse]:
@@ -75,7 +79,7 @@ class GraphRag:
         triples = {edge_id: Triple(*terms) for edge_id, terms in graph.uri_map.items()}
         labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
         if recorder:
-            iri = recorder.retrieval(len(graph.uri_map), triples.values(), graph.seeds)
+            iri = recorder.retrieval(len(graph.uri_map), triples.values(), graph.seeds, graph.seed_reasons)
             yield self._explain(iri, recorder.written + wire.label_quads(
                 ((triples[edge_id], labeled[edge_id]) for edge_id in graph.edge_ids), collection))
         progress.stage = "selection"
@@ -89,9 +93,14 @@ class GraphRag:
             yield self._explain(iri, recorder.written + labels + wire.source_quads(self.store, chosen, collection))
         progress.stage = "synthesis"
         pieces = []
-        answer = self.llm.answer(question, [labeled[edge_id] for edge_id, _, _ in choice.edges]) if choice.edges \
-            else iter([NO_ANSWER])
-        for piece in answer:
+        selected = [labeled[edge_id] for edge_id, _, _ in choice.edges]
+        answer = self.llm.answer(question, selected) if choice.edges else iter([NO_ANSWER])
+        check = AnswerCheck([])
+        if self.check_answers and choice.edges and not getattr(self.llm, "deterministic", False):
+            answer = list(answer)  # read whole before any of it is sent: it may be replaced
+            check = check_answer(question, selected, "".join(answer))
+            answer = [check.replacement] if check.replacement else answer
+        for piece in itertools.chain(answer, [completeness_note(choice, selected)] if choice.edges else []):
             if piece:
                 pieces.append(piece)
                 yield GraphRagResponse("chunk", response=piece)
@@ -99,7 +108,8 @@ class GraphRag:
             raise LLMFailed("the LLM returned an empty answer")
         progress.stage = "answer"
         if recorder:
-            answer_iri = recorder.answer("".join(pieces), choice.outcome, len(choice.edges))
+            answer_iri = recorder.answer("".join(pieces), choice.outcome, len(choice.edges),
+                                         check.unsupported, check.fallback_reason)
             progress.stage = "done"
             yield self._explain(answer_iri, recorder.written)
         progress.outcome = choice.outcome
@@ -160,4 +170,35 @@ def _failure(error_type: ErrorType, message: str) -> GraphRagResponse:
 
 def make_graph_rag(store: GraphStore, config: Config) -> GraphRag:
     """A pipeline with the configured LLM; build it once per store (the retriever caches labels)."""
-    return GraphRag(store, Retriever(store), make_llm(config))
+    return GraphRag(store, Retriever(store), make_llm(config), config.check_answers)
+
+
+@dataclass
+class AnswerCheck:
+    """A model's answer checked against its edges: the sentences that name what no selected edge holds
+    and, when the deterministic answer replaces it, why and that answer."""
+
+    unsupported: list[str]
+    fallback_reason: str | None = None
+    replacement: str | None = None
+
+
+def check_answer(question: str, selected: list[tuple[str, str, str]], text: str) -> AnswerCheck:
+    """``text``'s unsupported sentences (``citations.unsupported_sentences``); with any, the deterministic
+    answer of the ``selected`` edges replaces it."""
+    unsupported = unsupported_sentences(text, question, dict(enumerate(selected, start=1)), selected)
+    if not unsupported:
+        return AnswerCheck([])
+    return AnswerCheck(unsupported, f"{len(unsupported)} sentence(s) of the model's answer name what no selected "
+                       "edge holds; the deterministic answer replaces it", extractive_answer(selected))
+
+
+def completeness_note(choice: Choice, selected: list[tuple[str, str, str]]) -> str:
+    """The answer's last words on its selection: cut (how many relevant edges were left out) or, for a list
+    (a relation with more than one selected edge), complete."""
+    if choice.cut:
+        return f" Cut: {choice.cut} more relevant edge(s) were left out of this answer."
+    relations = [p for _, p, _ in selected]
+    if len(set(relations)) < len(relations):
+        return f" Complete: the answer rests on all {len(selected)} relevant edges found."
+    return ""

@@ -4,7 +4,8 @@ A *mention* is a content word of the question outside the entity names it contai
 relation label lexically (1.0) when a word of the label shares its lemma or a stem with it
 ("acted" ~ "starred actors", "directors" ~ "directed by", "screenwriter" ~ "written by": the
 compound's "writer"), and semantically otherwise: the cosine of the word's vector and the label's
-(or one of the label's words'), counted from ``SEMANTIC_FLOOR`` ("wrote" ~ "written by" 0.71,
+(or one of the label's words'), counted from ``SEMANTIC_FLOOR``, or below it when the relation is
+the one clearly closest to the word (``CLOSEST_FLOOR``, ``CLOSEST_MARGIN``) ("wrote" ~ "written by" 0.71,
 "money" ~ "currency" 0.43; "film" ~ "starred actors" 0.34 is noise that the path scores of
 ``server.rag.chains`` outweigh).
 
@@ -26,6 +27,9 @@ from server.rag.embeddings import embedder
 from server.rag.text import STOPWORDS, WORD, fold, lemma, term_words
 
 SEMANTIC_FLOOR = 0.3  # below it a similarity counts as no match
+CLOSEST_FLOOR = 0.24  # a relation closest to a mention by this much and ...
+CLOSEST_MARGIN = 0.11  # ... this far ahead of the next is asked for, at
+CLOSEST_STRENGTH = 0.4  # this strength (a hop must gain chains.MIN_GAIN)
 STEM_AGREEMENT = 0.3  # similarity that confirms a match by stem ("acted" ~ "actor" 0.43, "popular" ~ "population" 0.11)
 STEM = 4  # letters two words must share from their start to match by stem ("writ"er ~ "writ"ten)
 _CACHE_SIZE = 20_000  # text -> vector entries kept across questions (relation labels repeat)
@@ -87,28 +91,59 @@ class _Vectors:
 _VECTORS = _Vectors()
 
 
-def relation_matches(mentions: list[Mention], relations: list[str],
-                     aliases: Aliases | None = None) -> dict[str, list[float]]:
+def relation_matches(mentions: list[Mention], relations: list[str], aliases: Aliases | None = None,
+                     kinds: frozenset[int] = frozenset(), closest: bool = True) -> dict[str, list[float]]:
     """For each relation label, one strength per mention (0 when it does not match), against the
-    label and the relation's ``aliases``."""
+    label and the relation's ``aliases``. A mention at one of the ``kinds`` positions names the kind
+    of answer ("which *countries*"): it matches a label by its head (``kind_matches``) or, by meaning,
+    only the relation clearly closest to it ("what *money*": currency), so that "countries" does not
+    ask for ``internet country code`` or ``region``. Without ``closest``, a word matches only by stem or
+    from ``SEMANTIC_FLOOR`` (:func:`_closest_of_the_rest` is not applied)."""
     names = {relation: _names(relation, (aliases or {}).get(relation, ())) for relation in relations}
     texts = [m.word.casefold() for m in mentions]
     for _, phrases in names.values():
         texts.extend(phrases)
     vectors = _VECTORS.get(texts) if mentions and relations else {}
     result: dict[str, list[float]] = {}
+    raw: dict[str, list[float]] = {}
     for relation, (lemmas, phrases) in names.items():
-        strengths = []
+        strengths, similarities = [], []
         for mention in mentions:
             own = vectors[mention.word.casefold()]
+            similarity = max(float(own @ vectors[phrase]) for phrase in phrases)
+            similarities.append(similarity)
+            if mention.position in kinds:
+                strengths.append(1.0 if kind_matches(mention, relation) else 0.0)
+                continue
             if any(stem_match(mention.lemma, other) and (mention.lemma == other or _agree(own, other))
                    for other in lemmas):
                 strengths.append(1.0)
                 continue
-            similarity = max(float(own @ vectors[phrase]) for phrase in phrases)
             strengths.append(round(similarity, 3) if similarity >= SEMANTIC_FLOOR else 0.0)
-        result[relation] = strengths
+        result[relation], raw[relation] = strengths, similarities
+    shares = [any(stem_match(m.lemma, other) for lemmas, _ in names.values() for other in lemmas) for m in mentions]
+    if closest:
+        _closest_of_the_rest(result, raw, [m.position in kinds for m in mentions], shares)
     return result
+
+
+def _closest_of_the_rest(result: dict[str, list[float]], raw: dict[str, list[float]], kinds: list[bool],
+                         shares: list[bool]) -> None:
+    """A mention that matches no relation by stem or from ``SEMANTIC_FLOOR`` still asks for the relation
+    closest to it in meaning when that one stands out (``CLOSEST_FLOOR``, ahead of the next by
+    ``CLOSEST_MARGIN``): "kind" ~ "has genre" 0.25, the next 0.09; "film" is near several relations alike
+    and asks for none. A word naming the answer's kind (``kinds``) keeps its similarity when it stands out
+    from ``SEMANTIC_FLOOR`` ("money" ~ "currency" 0.43, the next 0.14), unless it is a word of another label
+    (``shares``: "countries" of "internet country code")."""
+    for position, kind in enumerate(kinds):
+        if len(raw) < 2 or any(strengths[position] for strengths in result.values()):
+            continue
+        ranked = sorted(raw, key=lambda relation: -raw[relation][position])
+        best, second = raw[ranked[0]][position], raw[ranked[1]][position]
+        if kind and best >= SEMANTIC_FLOOR and not shares[position] and best - second >= CLOSEST_MARGIN:
+            result[ranked[0]][position] = round(best, 3)
+        elif not kind and best >= CLOSEST_FLOOR and best - second >= CLOSEST_MARGIN:
+            result[ranked[0]][position] = CLOSEST_STRENGTH
 
 
 def _agree(vector: np.ndarray, other: str) -> bool:
@@ -127,6 +162,23 @@ def _names(relation: str, aliases: tuple[str, ...]) -> tuple[list[str], list[str
         lemmas += [lemma(name)] if len(WORD.findall(name)) == 1 and not content else []
         phrases += [" ".join(content) or name.casefold(), *content]
     return list(dict.fromkeys(lemmas)), list(dict.fromkeys(phrases))
+
+
+def head_lemma(relation: str) -> str:
+    """The lemma of the word a relation label is about: the last content word, or the one before "of"
+    ("internet country code": "code", "chief of state": "chief", "directed by": "directed")."""
+    found = [fold(w) for w in WORD.findall(relation)]
+    if "of" in found[1:]:
+        return lemma(found[found.index("of") - 1])
+    content = [w for w in found if w not in STOPWORDS]
+    return lemma(content[-1]) if content else ""
+
+
+def kind_matches(mention: Mention, relation: str) -> bool:
+    """Whether a word naming the kind of answer ("which *countries*") can ask for ``relation``: only by the
+    label's head, since a set of countries is not asked for by ``internet country code``."""
+    head = head_lemma(relation)
+    return bool(head) and stem_match(mention.lemma, head)
 
 
 def alias_words(aliases: Aliases) -> frozenset[str]:

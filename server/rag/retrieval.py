@@ -74,6 +74,7 @@ class LabelGraph:
     seeds: list[NamedNode]
     sparql_executions: int
     relation_aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # of the edges' relations
+    seed_reasons: list[str] = field(default_factory=list)  # "rank. label: why it was taken", per seed
 
     @property
     def edge_ids(self) -> list[str]:
@@ -199,7 +200,8 @@ class Retriever:
     def get_labelgraph(self, question: str, collection: str, limits: RetrievalLimits | None = None) -> LabelGraph:
         """Seeds for ``question`` in ``collection``, the bounded subgraph around them, labelled."""
         limits = limits or RetrievalLimits()
-        exact, ranked = self.index.lookup_tiers(question, collection, limits.entity_limit)
+        reasons: dict[NamedNode, str] = {}
+        exact, ranked = self.index.lookup_tiers(question, collection, limits.entity_limit, reasons)
         focus = self.index.focus_relations(question, collection)
         edges, executions = self._traverse([exact, ranked], focus, collection, limits)
         labels = self.labels((t for edge in edges for t in edge), collection)
@@ -217,4 +219,10 @@ class Retriever:
         aliases = self.index.relation_aliases(collection)
         used = {p: aliases[p] for _, p, _ in labeled if p in aliases}
         return LabelGraph(labeled_edges=labeled, uri_map=uri_map, seeds=exact + ranked,
-                          sparql_executions=executions, relation_aliases=used)
+                          sparql_executions=executions, relation_aliases=used,
+                          seed_reasons=self._seed_reasons(exact + ranked, reasons, collection))
+
+    def _seed_reasons(self, seeds: list[NamedNode], reasons: dict[NamedNode, str], collection: str) -> list[str]:
+        """One line per seed, in rank order: ``"1. France: its label is spelled out in the question"``."""
+        names = self.labels(seeds, collection)
+        return [f"{rank}. {names[seed]}: {reasons.get(seed, 'a seed')}" for rank, seed in enumerate(seeds, start=1)]

@@ -1,8 +1,9 @@
 """Tolerant parsing of the LLM's edge selection: JSON Lines of ``{"id": ..., "reasoning": ...}``.
 
-LLMs wrap JSONL in code fences, add prose, break lines, invent or repeat ids and forget fields.
-The parser finds every JSON object in the text (whole objects first, then a regex salvage of
-broken ones), keeps the ids that exist, the first occurrence of each, in the order given.
+LLMs wrap JSONL in code fences, add prose, break lines, invent or repeat ids and forget fields, and
+small ones give the edge's place in the list for its id (``{"id": 1, ...}``). The parser finds every
+JSON object in the text (whole objects first, then a regex salvage of broken ones), keeps the ids
+that exist (or the place of one), the first occurrence of each, in the order given.
 """
 from __future__ import annotations
 
@@ -22,13 +23,16 @@ _REASON_RE = re.compile(r"""["']?\breasoning["']?\s*:\s*(?:"((?:[^"\\\n]|\\.)*)"
 def parse_selection(text: str, valid_ids: Collection[str]) -> list[tuple[str, str]]:
     """``(id, reasoning)`` pairs for the ids in ``valid_ids``, first occurrence wins, in text order.
 
-    Ids are matched after trimming and case-folding (numbers count as their digits); a missing
-    reasoning is the empty string.
+    Ids are matched after trimming and case-folding (numbers count as their digits); a number that is
+    no valid id but a position in the list (1-based, as small models number it) names the edge there;
+    a missing reasoning is the empty string.
     """
     canonical = {str(v).strip().casefold(): v for v in valid_ids}
+    numbered = {str(n): v for n, v in enumerate(valid_ids, start=1) if str(n) not in canonical}
     chosen: dict[str, str] = {}
     for _, raw_id, reasoning in sorted(_candidates(text), key=lambda c: c[0]):
-        edge_id = canonical.get(raw_id.strip().casefold())
+        key = raw_id.strip().casefold()
+        edge_id = canonical.get(key, numbered.get(key))
         if edge_id is not None and edge_id not in chosen:
             chosen[edge_id] = reasoning
     return list(chosen.items())

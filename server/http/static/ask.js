@@ -99,6 +99,13 @@
           " The knowledge graph does not answer this question.");
         step.body.append(outcome);
       }
+      for (const sentence of run.index.objects(message.explain_id, "https://trustgraph.ai/ns/unsupported").map((t) => t.v)) {
+        const flagged = GlassSteps.el("p", "unsupported");
+        flagged.append(GlassSteps.el("span", "badge badge-unsupported", "unsupported"), ` ${sentence}`);
+        step.body.append(flagged);
+      }
+      const fallback = run.index.value(message.explain_id, "https://trustgraph.ai/ns/answerFallback");
+      if (fallback) step.body.append(GlassSteps.el("p", "fallback", `Answer fallback: ${fallback}`));
       step.body.append(GlassSteps.el("p", "muted", "The answer text is stored with the trace."));
     }
     const next = run.steps[run.steps.indexOf(step) + 1];

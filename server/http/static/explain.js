@@ -149,6 +149,7 @@ const GlassExplain = (() => {
       retrieval, selection, retrieved, seeds, selected,
       edgeCount: count === null ? null : Number(count),
       fallbackReason: selection ? index.value(selection, TG + "fallbackReason") : null,
+      cutEdges: selection ? Number(index.value(selection, TG + "cutEdges") || 0) : 0,
       name: (term) => index.name(term),
     };
   }

@@ -11,6 +11,8 @@ const GlassSteps = (() => {
     return node;
   }
 
+  const CHOSEN_BY = {fallback: "the deterministic selector (fallback)", deterministic: "the deterministic selector"};
+
   function link(href, text, title) {
     const a = el("a", null, text);
     a.href = href;
@@ -69,6 +71,7 @@ const GlassSteps = (() => {
       ` ${view.selected.length === 1 ? "edge" : "edges"} selected, with the reason for each`);
     part.append(count);
     if (view.fallbackReason) part.append(el("p", "fallback", `Fallback to the deterministic selector: ${view.fallbackReason}`));
+    if (view.cutEdges) part.append(el("p", "cut", `Cut: ${view.cutEdges} more relevant edge(s) left out of the selection`));
     const list = el("ol", "edges");
     for (const choice of view.selected) {
       const item = el("li", "edge");
@@ -80,8 +83,7 @@ const GlassSteps = (() => {
       item.append(triple);
       if (choice.reasoning) item.append(el("p", "reasoning", choice.reasoning));
       if (choice.selectedBy) {
-        item.append(el("p", "chosen-by muted small", `Chosen by ${choice.selectedBy === "fallback"
-          ? "the deterministic selector (fallback)" : "the model"}`));
+        item.append(el("p", "chosen-by muted small", `Chosen by ${CHOSEN_BY[choice.selectedBy] || "the model"}`));
       }
       const sources = el("ul", "sources");
       for (const nodes of choice.sources) {
