@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 
+import pytest
 from flask import Flask
 from werkzeug.serving import make_server
 
@@ -35,3 +37,20 @@ def serve(store: GraphStore, **settings: object) -> LiveServer:
     """The app over ``store`` with ``settings`` (Config fields; in-memory config, offline LLM)."""
     config = Config(**{"store_path": None, "load_sample": False, "llm": "offline", **settings})
     return LiveServer(create_app(config, store))
+
+
+Serving = Callable[..., LiveServer]  # the ``serving`` fixture: serve(store, **settings)
+
+
+@pytest.fixture
+def serving() -> Iterator[Serving]:
+    """``serving(store, **settings)``: :func:`serve`, closed when the test ends (the last started first)."""
+    started: list[LiveServer] = []
+
+    def start(store: GraphStore, **settings: object) -> LiveServer:
+        started.append(serve(store, **settings))
+        return started[-1]
+
+    yield start
+    for live in reversed(started):
+        live.close()

@@ -19,7 +19,7 @@ import requests
 from conftest import both_backends, own_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from live_server import LiveServer, serve
+from live_server import LiveServer, Serving, serve
 from loopback_listener import LoopbackListener
 from pyoxigraph import Literal, NamedNode, Quad
 
@@ -78,15 +78,13 @@ def test_a_keyword_glued_to_a_number_is_still_refused(live: LiveServer, listener
 
 
 @both_backends
-def test_the_same_query_does_call_out_when_allowed(store: GraphStore, listener: LoopbackListener) -> None:
+def test_the_same_query_does_call_out_when_allowed(store: GraphStore, listener: LoopbackListener,
+                                                   serving: Serving) -> None:
     """The property below means something: a glued keyword reaches the network unless the guard stops it."""
     store.extend([Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal(1), NamedNode(EX + "g"))])
-    server = serve(store, service_allow=(listener.url,))
-    try:
-        response = ask(server, f"SELECT * WHERE {{ ?s ?p 1SERVICE <{listener.url}> {{ ?x ?y ?z }} }}")
-        assert response.status_code == 200 and len(listener.calls) == 1
-    finally:
-        server.close()
+    server = serving(store, service_allow=(listener.url,))
+    response = ask(server, f"SELECT * WHERE {{ ?s ?p 1SERVICE <{listener.url}> {{ ?x ?y ?z }} }}")
+    assert response.status_code == 200 and len(listener.calls) == 1
 
 
 def test_an_unreadable_remote_answer_is_502_not_500(store: GraphStore) -> None:
@@ -192,37 +190,31 @@ def query_worker_pids(parent: int | None = None) -> list[int]:
     return pids
 
 
-def test_a_query_with_no_rows_is_stopped_at_its_deadline(store: GraphStore) -> None:
-    server = serve(_runaway_store(store), query_deadline_s=1.0)
-    try:
-        others = set(query_worker_pids())  # other servers' workers in this test process
-        started = time.monotonic()
-        response = ask(server, RUNAWAY)
-        waited = time.monotonic() - started
-        assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
-        assert waited < 30  # it stopped (unstopped, this query runs for many minutes)
-        assert set(query_worker_pids()) - others == set()  # the worker that ran it was killed, not left burning CPU
-        assert ask(server, "ASK { ?s ?p ?o }").json()["boolean"] is True  # a new worker answers the next one
-    finally:
-        server.close()
+def test_a_query_with_no_rows_is_stopped_at_its_deadline(store: GraphStore, serving: Serving) -> None:
+    server = serving(_runaway_store(store), query_deadline_s=1.0)
+    others = set(query_worker_pids())  # other servers' workers in this test process
+    started = time.monotonic()
+    response = ask(server, RUNAWAY)
+    waited = time.monotonic() - started
+    assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
+    assert waited < 30  # it stopped (unstopped, this query runs for many minutes)
+    assert set(query_worker_pids()) - others == set()  # the worker that ran it was killed, not left burning CPU
+    assert ask(server, "ASK { ?s ?p ?o }").json()["boolean"] is True  # a new worker answers the next one
 
 
-def test_runaway_queries_past_the_queue_are_refused_at_once(store: GraphStore) -> None:
+def test_runaway_queries_past_the_queue_are_refused_at_once(store: GraphStore, serving: Serving) -> None:
     """One worker and its four waiting places taken by runaway queries: the next one is 429 at once."""
-    server = serve(_runaway_store(store), query_deadline_s=2.0, query_workers=1)
-    try:
-        with concurrent.futures.ThreadPoolExecutor(1 + WAITING_PER_WORKER) as pool:
-            taken = [pool.submit(ask, server, RUNAWAY) for _ in range(1 + WAITING_PER_WORKER)]
-            time.sleep(1.0)
-            started = time.monotonic()
-            refused = ask(server, RUNAWAY)
-            assert time.monotonic() - started < PATIENCE_S  # not queued behind them
-            assert refused.status_code == 429 and refused.headers.get("Retry-After")
-            assert "GLASSGRAPH_QUERY_WORKERS" in refused.text
-            assert requests.get(server.url + "/healthz", timeout=5).status_code == 200
-            statuses = sorted(f.result().status_code for f in taken)
-    finally:
-        server.close()
+    server = serving(_runaway_store(store), query_deadline_s=2.0, query_workers=1)
+    with concurrent.futures.ThreadPoolExecutor(1 + WAITING_PER_WORKER) as pool:
+        taken = [pool.submit(ask, server, RUNAWAY) for _ in range(1 + WAITING_PER_WORKER)]
+        time.sleep(1.0)
+        started = time.monotonic()
+        refused = ask(server, RUNAWAY)
+        assert time.monotonic() - started < PATIENCE_S  # not queued behind them
+        assert refused.status_code == 429 and refused.headers.get("Retry-After")
+        assert "GLASSGRAPH_QUERY_WORKERS" in refused.text
+        assert requests.get(server.url + "/healthz", timeout=5).status_code == 200
+        statuses = sorted(f.result().status_code for f in taken)
     assert set(statuses) <= {422, 429} and statuses.count(422) >= 2  # stopped at the deadline, or waited too long
 
 
@@ -328,15 +320,12 @@ def test_a_form_that_is_not_utf8_is_400_and_writes_nothing(live: LiveServer) -> 
     assert bad_get.status_code == 400
 
 
-def test_a_graph_over_the_row_limit_is_refused_not_built_in_memory(store: GraphStore) -> None:
+def test_a_graph_over_the_row_limit_is_refused_not_built_in_memory(store: GraphStore, serving: Serving) -> None:
     graph = NamedNode(EX + "big")
     store.extend([Quad(NamedNode(f"{EX}s{i}"), NamedNode(EX + "p"), Literal(i), graph) for i in range(50)])
-    server = serve(store, max_result_rows=20)
-    try:
-        response = requests.get(server.url + "/store", params={"graph": graph.value}, timeout=30)
-        assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
-    finally:
-        server.close()
+    server = serving(store, max_result_rows=20)
+    response = requests.get(server.url + "/store", params={"graph": graph.value}, timeout=30)
+    assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
 
 
 # --- found by the attacker's pass ---------------------------------------------------------------------
@@ -352,17 +341,14 @@ def test_the_guards_own_parse_cannot_crash_the_server(live: LiveServer) -> None:
     assert requests.get(live.url + "/healthz", timeout=10).json()["ok"] is True
 
 
-def test_the_guards_check_is_held_to_the_deadline(store: GraphStore) -> None:
+def test_the_guards_check_is_held_to_the_deadline(store: GraphStore, serving: Serving) -> None:
     """The guard's check used to evaluate the renamed query in the server, past every limit."""
     values = " ".join(str(i) for i in range(400))
     text = (f"# SERVICE\nASK {{ VALUES ?a {{ {values} }} VALUES ?b {{ {values} }} VALUES ?c {{ {values} }} "
             "FILTER(?a + ?b + ?c < 0) }")
-    server = serve(store, query_deadline_s=1.0)
-    try:
-        response = ask(server, text)
-        assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
-    finally:
-        server.close()
+    server = serving(store, query_deadline_s=1.0)
+    response = ask(server, text)
+    assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
 
 
 @both_backends
@@ -374,18 +360,16 @@ def test_an_unterminated_string_is_refused_without_quadratic_lexing(live: LiveSe
 
 
 @both_backends
-def test_an_answer_over_the_byte_limit_is_refused(store: GraphStore) -> None:
-    server = serve(store, max_result_bytes=100_000)
-    try:
-        doubled = "CONCAT(?v, ?v)"
-        binds = " ".join(f"BIND({doubled.replace('?v', f'?v{i}')} AS ?v{i + 1})" for i in range(18))
-        response = ask(server, f"SELECT ?v18 WHERE {{ BIND('ab' AS ?v0) {binds} }}")
-        assert response.status_code == 422 and "GLASSGRAPH_MAX_RESULT_BYTES" in response.text
-    finally:
-        server.close()
+def test_an_answer_over_the_byte_limit_is_refused(store: GraphStore, serving: Serving) -> None:
+    server = serving(store, max_result_bytes=100_000)
+    doubled = "CONCAT(?v, ?v)"
+    binds = " ".join(f"BIND({doubled.replace('?v', f'?v{i}')} AS ?v{i + 1})" for i in range(18))
+    response = ask(server, f"SELECT ?v18 WHERE {{ BIND('ab' AS ?v0) {binds} }}")
+    assert response.status_code == 422 and "GLASSGRAPH_MAX_RESULT_BYTES" in response.text
 
 
-def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(store: GraphStore) -> None:
+def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(store: GraphStore,
+                                                                             serving: Serving) -> None:
     """Every update used to invalidate every collection, so each one made the next question rebuild the
     label index (88 ms on the sample): GraphRAG throughput collapsed under a stream of updates."""
     from server import vocab
@@ -394,32 +378,26 @@ def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(sto
     store.add_load_listener(lambda collection, added_labels: notified.append(collection))
     store.extend([Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal(1), vocab.collection_graph(name))
                   for name in ("default", "movies")])
-    server = serve(store, token=TOKEN)
-    try:
-        assert update(server, f"INSERT DATA {{ GRAPH <{EX}elsewhere> {{ {NEW} }} }}").status_code == 204
-        assert update(server, f"INSERT DATA {{ {NEW} }}").status_code == 204
-        assert notified == []
-        movies = vocab.collection_graph("movies").value
-        assert update(server, f"INSERT DATA {{ GRAPH <{movies}> {{ {NEW} }} }}").status_code == 204
-        assert notified == ["movies"]
-        assert update(server, f"DELETE WHERE {{ GRAPH ?g {{ {NEW} }} }}").status_code == 204  # any graph
-        assert sorted(notified[1:]) == ["default", "movies"]
-    finally:
-        server.close()
+    server = serving(store, token=TOKEN)
+    assert update(server, f"INSERT DATA {{ GRAPH <{EX}elsewhere> {{ {NEW} }} }}").status_code == 204
+    assert update(server, f"INSERT DATA {{ {NEW} }}").status_code == 204
+    assert notified == []
+    movies = vocab.collection_graph("movies").value
+    assert update(server, f"INSERT DATA {{ GRAPH <{movies}> {{ {NEW} }} }}").status_code == 204
+    assert notified == ["movies"]
+    assert update(server, f"DELETE WHERE {{ GRAPH ?g {{ {NEW} }} }}").status_code == 204  # any graph
+    assert sorted(notified[1:]) == ["default", "movies"]
 
 
-def test_writes_go_through_while_runaway_queries_hold_every_query_worker(store: GraphStore) -> None:
+def test_writes_go_through_while_runaway_queries_hold_every_query_worker(store: GraphStore, serving: Serving) -> None:
     """Updates are parsed in a worker first, but not in the queries' workers: runaway queries cannot stall writes."""
-    server = serve(_runaway_store(store), token=TOKEN, query_deadline_s=5.0, query_workers=1)
-    try:
-        with concurrent.futures.ThreadPoolExecutor(1 + WAITING_PER_WORKER) as pool:
-            taken = [pool.submit(ask, server, RUNAWAY) for _ in range(1 + WAITING_PER_WORKER)]
-            time.sleep(1.0)
-            assert ask(server, "ASK { ?s ?p ?o }").status_code == 429  # every query place is taken
-            assert update(server, f"INSERT DATA {{ {NEW} }}").status_code == 204
-            [f.result() for f in taken]
-    finally:
-        server.close()
+    server = serving(_runaway_store(store), token=TOKEN, query_deadline_s=5.0, query_workers=1)
+    with concurrent.futures.ThreadPoolExecutor(1 + WAITING_PER_WORKER) as pool:
+        taken = [pool.submit(ask, server, RUNAWAY) for _ in range(1 + WAITING_PER_WORKER)]
+        time.sleep(1.0)
+        assert ask(server, "ASK { ?s ?p ?o }").status_code == 429  # every query place is taken
+        assert update(server, f"INSERT DATA {{ {NEW} }}").status_code == 204
+        [f.result() for f in taken]
 
 
 def test_a_run_of_name_characters_is_one_token() -> None:
@@ -431,13 +409,10 @@ def test_a_run_of_name_characters_is_one_token() -> None:
         ("pname", "ex:a.b"), ("word", "a.SERVICE"), ("pname", ":x")]
 
 
-def test_client_text_is_lexed_in_a_worker_not_in_the_server(store: GraphStore) -> None:
+def test_client_text_is_lexed_in_a_worker_not_in_the_server(store: GraphStore, serving: Serving) -> None:
     """Lexing 10 MB of '.' after FROM held 1.85 GB in the server; now it happens in a query or parse worker."""
     flat = "FROM " + "." * 2_000_000
-    server = serve(store, token=TOKEN)
-    try:
-        assert ask(server, flat).status_code in (400, 422)
-        assert update(server, "# SERVICE\n" + flat).status_code in (400, 422)
-        assert requests.get(server.url + "/healthz", timeout=10).json()["ok"] is True
-    finally:
-        server.close()
+    server = serving(store, token=TOKEN)
+    assert ask(server, flat).status_code in (400, 422)
+    assert update(server, "# SERVICE\n" + flat).status_code in (400, 422)
+    assert requests.get(server.url + "/healthz", timeout=10).json()["ok"] is True

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from live_server import LiveServer, serve
+from live_server import LiveServer, Serving, serve
 from production_server import TOKEN as PRODUCTION_TOKEN
 from production_server import ProductionServer
 from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, parse
@@ -25,13 +25,6 @@ BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded stor
 QUESTION = "What is the capital of France?"
 SELECTION = "\n".join(json.dumps({"id": edge_id("France", rel, obj), "reasoning": "it answers"})
                       for rel, obj in (("capital", "Paris"), ("currency", "Euro")))
-
-
-@pytest.fixture
-def server(france_store: GraphStore) -> Iterator[LiveServer]:
-    live = serve(france_store)
-    yield live
-    live.close()
 
 
 def ask(server: LiveServer, accept: str = "application/json", **fields: object) -> requests.Response:
@@ -267,13 +260,10 @@ def test_resource_html_is_the_consoles_and_errors(server: LiveServer) -> None:
     assert requests.get(server.url + "/resource").status_code == 400
 
 
-def test_resource_over_the_row_limit_is_422(france_store: GraphStore) -> None:
-    live = serve(france_store, max_result_rows=2)
-    try:
-        response = requests.get(live.url + "/resource", params={"iri": ENTITY.france.value, "format": "trig"})
-        assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
-    finally:
-        live.close()
+def test_resource_over_the_row_limit_is_422(france_store: GraphStore, serving: Serving) -> None:
+    live = serving(france_store, max_result_rows=2)
+    response = requests.get(live.url + "/resource", params={"iri": ENTITY.france.value, "format": "trig"})
+    assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
 
 
 # --- the production command ----------------------------------------------------------------------

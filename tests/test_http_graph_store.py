@@ -1,11 +1,8 @@
 """The Graph Store HTTP Protocol at /store over a real server on 127.0.0.1."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import requests
-from live_server import LiveServer, serve
+from live_server import LiveServer, Serving
 from pyoxigraph import DefaultGraph, Literal, NamedNode, Quad, RdfFormat, Triple, parse
 
 from server.store import GraphStore
@@ -20,11 +17,7 @@ TURTLE = {"Content-Type": "text/turtle", **AUTH}
 DATA = f"<{EX}a> <{EX}p> <<( <{EX}a> <{EX}p> \"one\" )>> .\n<{EX}a> <{EX}p> \"one\" ."
 
 
-@pytest.fixture
-def server(store: GraphStore) -> Iterator[LiveServer]:
-    live = serve(store, token=TOKEN, max_body_bytes=16 * 1024)
-    yield live
-    live.close()
+SERVER_STORE, SERVER_SETTINGS = "store", {"token": TOKEN, "max_body_bytes": 16 * 1024}  # conftest's server
 
 
 def url(server: LiveServer) -> str:
@@ -128,11 +121,8 @@ def test_get_negotiates_and_json_ld_steps_aside_for_triple_terms(server: LiveSer
     assert Quad(NamedNode(EX + "a"), NamedNode(EX + "p"), Literal("one"), NamedNode(G)) in set(store.quads())
 
 
-def test_writes_are_refused_read_only(store: GraphStore) -> None:
-    live = serve(store, token=TOKEN, read_only=True)
-    try:
-        response = requests.put(url(live), params={"graph": G}, data=DATA, headers=TURTLE)
-        assert response.status_code == 403 and "read-only" in response.text
-        assert store.is_empty()
-    finally:
-        live.close()
+def test_writes_are_refused_read_only(store: GraphStore, serving: Serving) -> None:
+    live = serving(store, token=TOKEN, read_only=True)
+    response = requests.put(url(live), params={"graph": G}, data=DATA, headers=TURTLE)
+    assert response.status_code == 403 and "read-only" in response.text
+    assert store.is_empty()

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from extraction_llm import graph_rag_reply
 from scripted_llm import Reply, ScriptedLLM
 from test_cli import GLASSGRAPH, _env, assert_one_line_failure, blocks, run
-from test_ingest_http import graph_rag_reply
 
 from server import vocab
 from server.ingest.catalog import list_documents
@@ -66,12 +66,6 @@ def documents_of(path: Path, collection: str) -> list[dict]:
     del store
     gc.collect()
     return found
-
-
-@pytest.fixture
-def llm(scripted_llm: ScriptedLLM) -> ScriptedLLM:
-    scripted_llm.responder = graph_rag_reply
-    return scripted_llm
 
 
 def test_ingest_prints_a_line_per_document_and_the_same_files_again_are_unchanged(

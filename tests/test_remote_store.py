@@ -40,7 +40,7 @@ from server.vocab import ENTITY, RELATION, TG
 
 # pyoxigraph's objects may only be dropped on the thread that made them: one dropped elsewhere (a forwarded
 # query's result, held by an error handed to the request thread) is leaked with this warning
-pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+pytestmark = [pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning"), pytest.mark.remote]
 
 CAPITAL = Triple(ENTITY.france, RELATION.capital, ENTITY.paris)
 SPELLING = {RDF12: "<<( <https://trustgraph.ai/e/france> <https://trustgraph.ai/r/capital> "

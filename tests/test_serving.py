@@ -38,18 +38,12 @@ UPDATE = {**WRITE, "Content-Type": "application/sparql-update"}
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def production(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iterator[ProductionServer]:
+def production(tmp_path_factory: pytest.TempPathFactory, module_llm: ScriptedLLM) -> Iterator[ProductionServer]:
     """One production server for the module, with a small France graph and the scripted LLM."""
     env = {"GLASSGRAPH_MAX_BODY": str(MAX_BODY), "GLASSGRAPH_BODY_TIMEOUT": str(BODY_TIMEOUT_S),
-           "GLASSGRAPH_SSE_KEEPALIVE": "0.1", "GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": llm.base_url,
-           "GLASSGRAPH_LLM_API_KEY": "test", "GLASSGRAPH_LLM_MODEL": llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
+           "GLASSGRAPH_SSE_KEEPALIVE": "0.1", "GLASSGRAPH_LLM": "openai",
+           "GLASSGRAPH_LLM_BASE_URL": module_llm.base_url, "GLASSGRAPH_LLM_API_KEY": "test",
+           "GLASSGRAPH_LLM_MODEL": module_llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
     server = ProductionServer(tmp_path_factory.mktemp("production") / "store", env)
     try:
         put = requests.put(server.url + "/store", params={"graph": vocab.collection_graph("default").value},
@@ -62,11 +56,11 @@ def production(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> It
 
 
 @pytest.fixture
-def scripted(llm: ScriptedLLM) -> ScriptedLLM:
+def scripted(module_llm: ScriptedLLM) -> ScriptedLLM:
     """The module's scripted LLM with no reply left over from another test."""
-    while not llm.replies.empty():
-        llm.replies.get_nowait()
-    return llm
+    while not module_llm.replies.empty():
+        module_llm.replies.get_nowait()
+    return module_llm
 
 
 def ask(server: ProductionServer, query: str, timeout: float = TIMEOUT_S) -> bool:
