@@ -31,12 +31,14 @@ ENGINE_TIMEOUT_S = 60  # oxigraph serve --timeout-s: longer than any test's own 
 
 BROWSER_FIXTURES = {"page", "browser"}
 REMOTE_FIXTURES = {"engine"}
+SLOW_FIXTURES = {"production", "glassgraph"}  # modules' fixtures that start the production command (gunicorn)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Markers by what a test uses, so that a new test is marked without naming them: ``browser`` for the
     Chromium fixtures, ``remote`` for the remote backend or the session's engine; ``browser`` and ``kill``
-    tests are ``slow`` too (the fast command, ``-m "not slow"``, leaves them out)."""
+    tests and those on a production server are ``slow`` too (the fast command, ``-m "not slow"``, leaves
+    them out)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         params = getattr(getattr(item, "callspec", None), "params", {})
@@ -44,7 +46,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
         if fixtures & REMOTE_FIXTURES or params.get("store_backend") == "remote":
             item.add_marker(pytest.mark.remote)
-        if item.get_closest_marker("browser") or item.get_closest_marker("kill"):
+        if fixtures & SLOW_FIXTURES or item.get_closest_marker("browser") or item.get_closest_marker("kill"):
             item.add_marker(pytest.mark.slow)
 
 
@@ -129,9 +131,10 @@ def sample_store(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -
 
 
 @pytest.fixture
-def server(request: pytest.FixtureRequest) -> LiveServer:
+def server(request: pytest.FixtureRequest, store_backend: str) -> LiveServer:
     """The app on a live loopback server over the module's ``SERVER_STORE`` (the name of a store fixture;
-    ``france_store`` if unset) with its ``SERVER_SETTINGS`` (Config fields; none if unset)."""
+    ``france_store`` if unset) with its ``SERVER_SETTINGS`` (Config fields; none if unset). It names
+    ``store_backend`` so that a module with ``BOTH_BACKENDS`` runs its tests on both."""
     store = request.getfixturevalue(getattr(request.module, "SERVER_STORE", "france_store"))
     start: Serving = request.getfixturevalue("serving")
     return start(store, **getattr(request.module, "SERVER_SETTINGS", {}))

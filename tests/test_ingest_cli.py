@@ -68,6 +68,7 @@ def documents_of(path: Path, collection: str) -> list[dict]:
     return found
 
 
+@pytest.mark.slow
 def test_ingest_prints_a_line_per_document_and_the_same_files_again_are_unchanged(
         tmp_path: Path, files: Path, llm: ScriptedLLM) -> None:
     store = tmp_path / "store"
@@ -96,6 +97,7 @@ def test_ingest_prints_a_line_per_document_and_the_same_files_again_are_unchange
     assert quads_of(store) == before and len(llm.requests) == calls  # no LLM call for a known document
 
 
+@pytest.mark.slow
 def test_offline_ingest_says_so_in_one_line_and_links_the_samples_entities(tmp_path: Path, files: Path) -> None:
     store = tmp_path / "store"
     note = files / "note.txt"
@@ -158,6 +160,7 @@ def test_usage_errors_exit_2(tmp_path: Path, files: Path, flags: list[str], poin
     assert not store.exists()  # checked before the store is opened (or built with the sample)
 
 
+@pytest.mark.slow
 def test_explain_shows_the_chunk_page_and_title_a_fact_came_from(tmp_path: Path, files: Path,
                                                                   llm: ScriptedLLM) -> None:
     store = tmp_path / "store"
@@ -234,6 +237,7 @@ def interrupted(store: Path, paths: list[Path], llm: ScriptedLLM, sig: signal.Si
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.slow
 def test_an_interrupted_ingest_resumes_with_the_files_not_yet_ingested(
         tmp_path: Path, three_files: list[Path], llm: ScriptedLLM, sig: signal.Signals) -> None:
     store = tmp_path / "store"

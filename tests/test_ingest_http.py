@@ -384,6 +384,7 @@ def explained(server: LiveServer, session: str) -> dict:
     return response.json()
 
 
+@pytest.mark.slow
 def test_ingest_never_blocks_answering(sample: GraphStore, llm: ScriptedLLM) -> None:
     llm.responder = stalling(3.0)
     live = start(sample, llm)
@@ -405,6 +406,7 @@ def test_ingest_never_blocks_answering(sample: GraphStore, llm: ScriptedLLM) -> 
     assert status["status"] == "ingested" and status["facts"] > 0, status
 
 
+@pytest.mark.slow
 def test_a_question_after_an_ingest_finds_the_new_entity(sample: GraphStore, llm: ScriptedLLM) -> None:
     live = start(sample, llm)
     try:

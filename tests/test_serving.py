@@ -94,6 +94,7 @@ class SlowClients:
         for sock in self.sockets:
             sock.sendall(at_once)
         self._stop = threading.Event()
+        self._sent, self._progress = 0, threading.Condition()
         self._thread = threading.Thread(target=self._drip, args=(dripped,), daemon=True)
         self._thread.start()
 
@@ -104,8 +105,16 @@ class SlowClients:
                     sock.send(dripped[i:i + 1])
                 except OSError:  # answered and closed by the server
                     pass
+            with self._progress:
+                self._sent = i + 1
+                self._progress.notify_all()
             if self._stop.wait(1.0):
                 return
+
+    def wait_sent(self, count: int) -> None:
+        """Until each connection has been sent ``count`` bytes of ``dripped``."""
+        with self._progress:
+            assert self._progress.wait_for(lambda: self._sent >= count, 60), f"sent only {self._sent} bytes"
 
     def held(self) -> int:
         """How many connections the server holds open without having answered (nothing to read, no EOF)."""
@@ -162,7 +171,7 @@ def test_clients_sending_their_headers_slowly_block_nobody(production: Productio
     scripted.reply("Paris is the capital.")
     head = request_head("GET", "/healthz", {"X-Padding": "x" * 100})
     with SlowClients(production.port, 20, b"", head) as slow:
-        time.sleep(1.5)  # each has sent a byte or two of its request line
+        slow.wait_sent(2)  # each has sent two bytes of its request line
         health = requests.get(production.url + "/healthz", timeout=TIMEOUT_S)
         capital = ask(production, f"ASK {{ <{E}france> <{R}capital> <{E}paris> }}")
         answer = graph_rag(production, streaming=False).json()
@@ -178,7 +187,7 @@ def test_clients_sending_their_body_slowly_get_408_and_block_nobody(production: 
     head = request_head("POST", "/sparql", {**UPDATE, "Content-Length": str(len(body))})
     started = time.monotonic()
     with SlowClients(production.port, 10, head, body) as slow:
-        time.sleep(0.5)
+        slow.wait_sent(1)  # each has its head and a byte of its body in
         health = requests.get(production.url + "/healthz", timeout=TIMEOUT_S)
         answered = slow.responses()
         elapsed = time.monotonic() - started
