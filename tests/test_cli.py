@@ -268,6 +268,7 @@ def test_ask_and_explain_print_the_same_edges_and_sources(cli_store: str) -> Non
     assert any(row.startswith(session) and row.endswith(QUESTION) for row in rows)
 
 
+@pytest.mark.slow
 def test_serve_prints_the_console_url_and_answers_over_http(cli_store: str, tmp_path: Path) -> None:
     """``glassgraph serve`` + ``tg-invoke-graph-rag`` + ``glassgraph explain`` (on a snapshot) as a user runs them."""
     log = tmp_path / "serve.log"

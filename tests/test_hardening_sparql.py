@@ -206,6 +206,7 @@ def test_a_query_with_no_rows_is_stopped_at_its_deadline(store: GraphStore, serv
     assert ask(server, "ASK { ?s ?p ?o }").json()["boolean"] is True  # a new worker answers the next one
 
 
+@pytest.mark.slow
 def test_runaway_queries_past_the_queue_are_refused_at_once(store: GraphStore, serving: Serving) -> None:
     """One worker and its four waiting places taken by runaway queries: the next one is 429 at once."""
     server = serving(_runaway_store(store), query_deadline_s=2.0, query_workers=1)
@@ -394,6 +395,7 @@ def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(sto
     assert sorted(notified[1:]) == ["default", "movies"]
 
 
+@pytest.mark.slow
 def test_writes_go_through_while_runaway_queries_hold_every_query_worker(store: GraphStore, serving: Serving) -> None:
     """Updates are parsed in a worker first, but not in the queries' workers: runaway queries cannot stall writes."""
     server = serving(_runaway_store(store), token=TOKEN, query_deadline_s=5.0, query_workers=1)

@@ -41,6 +41,7 @@ def sse_messages(response: requests.Response) -> Iterator[dict]:
 
 # --- POST /api/graph-rag ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sse_delivers_the_first_explain_before_the_llm_answers(france_store: GraphStore,
                                                                scripted_llm: ScriptedLLM) -> None:  # noqa: F811
     scripted_llm.reply(SELECTION, delay_s=5.0)  # a slow selection call

@@ -152,6 +152,9 @@ def test_a_runaway_query_is_stopped_at_the_deadline_and_the_engine_is_idle_again
         engine.close()
 
 
+ENGINE_BUSY_CPU_S = 0.2  # CPU seconds that say the engine was working, not idle, on a loaded machine too
+
+
 @contextmanager
 def one_worker_app(tmp_path_factory: pytest.TempPathFactory, name: str, timeout_s: int, subjects: int,
                    deadline_s: float) -> Iterator[tuple[OxigraphServer, object]]:
@@ -208,7 +211,8 @@ def test_a_query_the_engine_runs_on_past_its_timeout_keeps_its_place_until_the_e
         before = _cpu_seconds(engine.process.pid)
         waited = requests.get(live.url + "/sparql", params={"query": "ASK { ?s ?p ?o }"})
         assert waited.status_code == 429 and "GLASSGRAPH_QUERY_WORKERS" in waited.text, waited.text
-        assert _cpu_seconds(engine.process.pid) - before > PATIENCE_S / 2  # the engine sorted on meanwhile
+        # the engine sorted on meanwhile (an idle engine spends nothing; how much it got depends on the machine)
+        assert _cpu_seconds(engine.process.pid) - before > ENGINE_BUSY_CPU_S
 
 
 # --- several app workers on one engine ------------------------------------------------------------------
