@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
     store = cached_store("sample", lambda s: load_file(s, SAMPLE_DATA, "default", progress=False))
-    workers = QueryWorkers(store.path, size=1, memory_mb=2048, flush=store.flush)
+    workers = QueryWorkers(store.path, size=1, memory_mb=2048, store=store)
     written = [0]
     print(f"store: {store.path}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
           f"median of {args.runs} runs")
@@ -60,10 +60,10 @@ def main() -> None:
     try:
         for name, text in QUERIES.items():
             task = QueryTask(text, JSON, 100_000, 64 * 1024 * 1024)
-            workers.run(task, store.generation, 60)  # start the worker and open its snapshot
+            workers.run(task, "bench", 60)  # start the worker and open its snapshot
             base = _timed(lambda task=task: answer_query(store.raw, task), args.runs)
-            worker = _timed(lambda task=task: workers.run(task, store.generation, 60), args.runs)
-            fresh = _timed(lambda task=task: (_write(store, written), workers.run(task, store.generation, 60)),
+            worker = _timed(lambda task=task: workers.run(task, "bench", 60), args.runs)
+            fresh = _timed(lambda task=task: (_write(store, written), workers.run(task, "bench", 60)),
                            args.runs)
             print(f"{name:<14}{base:>15.2f}{worker:>11.2f}{worker / base:>6.1f}x{fresh:>18.2f}{fresh / base:>6.1f}x")
     finally:

@@ -1,6 +1,6 @@
 """Glassgraph on a remote SPARQL engine: ``oxigraph serve`` on loopback, three tables in one run.
 
-    python -m bench.remote [--questions 100] [--seconds 20] [--clients 8]
+    python -m bench.remote [--questions 100] [--seconds 20] [--clients 8] [--mix-only] [--pin] [--profile]
 
 Each graph is served by its own ``oxigraph serve`` over a backup copy of the cached bench store
 (``GLASSGRAPH_BENCH_DIR``; ``python -m bench.bench_retrieval`` builds them the first time).
@@ -21,7 +21,13 @@ Each graph is served by its own ``oxigraph serve`` over a backup copy of the cac
    two hops, aggregates, ASK, CONSTRUCT, each naming its graph), and bench/load_http.py's mix on the sample
    (Factbook) data, on an engine of its own. Target: at least 0.7x the direct throughput. Then the
    ceiling of the HTTP tiers with no query work: ``ASK {}`` direct, a static file from Glassgraph, ``ASK {}``
-   through Glassgraph.
+   through Glassgraph. Answers are 2xx responses; refusals (429, 503) and errors are counted apart.
+
+``--mix-only`` runs table 3 alone. ``--pin`` starts every engine on one core and every app tier on
+another (their processes inherit the affinity; the clients may run on any core), so that the two tiers
+do not take each other's core. ``--profile`` adds where a request's time goes on the Factbook mix
+(bench/request_profile.py): one client's medians, direct and through Glassgraph, and a cProfile of the
+app serving the mix in this process.
 
 Client threads, the scripted LLM, the app tier and the engine share this machine: its cores and load
 average are printed.
@@ -39,6 +45,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -47,7 +54,8 @@ from pyoxigraph import NamedNode, QueryResultsFormat, parse_query_results
 from bench import metaqa_load, synthetic
 from bench.baseline import PatternBaseline, PatternQuery
 from bench.bench_retrieval import _ms, _table
-from bench.load_http import PREFIXES, QUERIES, Sample, percentile, run_phase, same_answers, sparql_call
+from bench.load_http import PREFIXES, QUERIES, Outcomes, Sample, run_phase, same_answers, sparql_call
+from bench.request_profile import profile_app, spans
 from bench.workdir import cached_store
 from server.bootstrap import connect_store
 from server.config import PROJECT_ROOT, SAMPLE_DATA, Config
@@ -90,12 +98,55 @@ MIX_PREFIXES = ("PREFIX e: <https://trustgraph.ai/e/>\nPREFIX r: <https://trustg
 # --- engines ----------------------------------------------------------------------------------------
 
 @contextmanager
-def engine(store: GraphStore, workdir: Path, name: str, *options: str) -> Iterator[OxigraphServer]:
+def started_on(cpu: int | None) -> Iterator[None]:
+    """Processes started in the block run on ``cpu`` alone (they inherit this thread's affinity); None: anywhere."""
+    if cpu is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The cores the engines and the app tiers are started on (None: any)."""
+
+    engine_cpu: int | None = None
+    app_cpu: int | None = None
+
+    @classmethod
+    def pinned(cls) -> Placement:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            sys.exit("--pin needs two cores")
+        return cls(cpus[0], cpus[1])
+
+    def describe(self) -> str:
+        if self.engine_cpu is None:
+            return "engine and app tier on any core"
+        return f"engine pinned to CPU {self.engine_cpu}, app tier to CPU {self.app_cpu}, clients on any core"
+
+    def app(self, store_path: Path | str, env: dict[str, str], log_path: Path, workers: int = 1) -> ProductionServer:
+        with started_on(self.app_cpu):
+            return ProductionServer(store_path, env=env, workers=workers, log_path=log_path)
+
+
+ANYWHERE = Placement()
+
+
+@contextmanager
+def engine(store: GraphStore, workdir: Path, name: str, *options: str,
+           placement: Placement = ANYWHERE) -> Iterator[OxigraphServer]:
     """``oxigraph serve`` over a backup copy of ``store`` (with ``options``), stopped on exit."""
     location = workdir / name / "store"
     location.parent.mkdir()
     store.backup(location)
-    server = OxigraphServer(location, "--timeout-s", ENGINE_TIMEOUT_S, *options)
+    with started_on(placement.engine_cpu):
+        server = OxigraphServer(location, "--timeout-s", ENGINE_TIMEOUT_S, *options)
     try:
         yield server
     finally:
@@ -211,16 +262,20 @@ def warm_up(clients: int, call: Callable[[requests.Session, int], Sample]) -> No
             return
 
 
+def answers_row(label: str, samples: list[Sample], elapsed: float, digits: int) -> tuple[list[str], float]:
+    """[label, answers, refused, errors, answers/s, p50 ms, p99 ms] (latencies: the answers'), answers/s."""
+    counted = Outcomes.of(samples)
+    rate = counted.answers_per_s(elapsed)
+    return [label, str(counted.answers), str(counted.refusals), str(counted.errors), f"{rate:.1f}",
+            f"{counted.p(50):.{digits}f}", f"{counted.p(99):.{digits}f}"], rate
+
+
 def throughput_row(label: str, server: ProductionServer, clients: int, seconds: float,
                    questions: list[str]) -> tuple[list[str], float]:
     call = graph_rag_call(server.url, questions)
     warm_up(clients, call)
     samples, elapsed = run_phase(clients, seconds, [(1, call)])
-    ok = [s for s in samples if s.status == 200]
-    rate = len(ok) / elapsed
-    times = [s.seconds * 1000 for s in ok]
-    return [label, str(len(ok)), str(len(samples) - len(ok)), f"{rate:.1f}", f"{percentile(times, 50):.0f}",
-            f"{percentile(times, 99):.0f}"], rate
+    return answers_row(label, samples, elapsed, 0)
 
 
 def app_env(llm: ScriptedLLM, url: str | None = None) -> dict[str, str]:
@@ -236,10 +291,7 @@ def mix_row(label: str, call: Callable[[requests.Session, int], Sample], clients
             seconds: float) -> tuple[list[str], float]:
     run_phase(clients, min(seconds, 3.0), [(1, call)])
     samples, elapsed = run_phase(clients, seconds, [(1, call)])
-    ok = [s for s in samples if s.status == 200]
-    times = [s.seconds * 1000 for s in ok]
-    return [label, str(len(ok)), str(len(samples) - len(ok)), f"{len(ok) / elapsed:.1f}",
-            f"{percentile(times, 50):.1f}", f"{percentile(times, 99):.1f}"], len(ok) / elapsed
+    return answers_row(label, samples, elapsed, 1)
 
 
 def mix_rows(name: str, app: ProductionServer, engine_url: str, queries: dict[str, tuple[str, str]], prefixes: str,
@@ -282,92 +334,121 @@ def ceiling_rows(app: ProductionServer, engine_url: str, clients: int, seconds: 
     return rows
 
 
-def factbook_mix(workdir: Path, clients: int, seconds: float) -> tuple[list[list[str]], list[str]]:
+def factbook_mix(workdir: Path, clients: int, seconds: float, placement: Placement,
+                 profile_rounds: int) -> tuple[list[list[str]], list[str], str]:
     """bench/load_http.py's mix on the sample (Factbook) data, on an engine of its own that answers with the
-    union of its graphs as default graph, as Glassgraph's endpoint does."""
+    union of its graphs as default graph, as Glassgraph's endpoint does; with ``profile_rounds``, where a
+    request's time goes (bench/request_profile.py)."""
     sample = cached_store("factbook-http", lambda store: load_file(store, SAMPLE_DATA, "default", progress=True))
-    with engine(sample, workdir, "factbook", "--union-default-graph") as server:
-        app = ProductionServer(server.url, env={"GLASSGRAPH_STORE": server.url}, workers=2,
-                               log_path=workdir / "factbook-app.log")
+    with engine(sample, workdir, "factbook", "--union-default-graph", placement=placement) as server:
+        app = placement.app(server.url, {"GLASSGRAPH_STORE": server.url}, workdir / "factbook-app.log", workers=2)
         try:
-            return mix_rows("Factbook", app, server.url, QUERIES, PREFIXES, clients, seconds)
+            rows, problems = mix_rows("Factbook", app, server.url, QUERIES, PREFIXES, clients, seconds)
+            profile = ""
+            if profile_rounds:
+                profile = (f"one client, the median of {profile_rounds} requests each:\n"
+                           + spans(app.url, server.url, QUERIES, PREFIXES, profile_rounds) + "\n\n"
+                           + profile_app(server.url, QUERIES, PREFIXES, profile_rounds))
+            return rows, problems, profile
         finally:
             app.close()
 
 
+def metaqa_mix(server: OxigraphServer, workdir: Path, llm: ScriptedLLM, clients: int, seconds: float,
+               placement: Placement) -> tuple[list[list[str]], list[list[str]], list[str]]:
+    """Table 3's MetaQA rows and the tiers' ceiling, through a 2-worker app on ``server``; and the problems."""
+    app = placement.app(server.url, app_env(llm, server.url), workdir / "mix-2.log", workers=2)
+    try:
+        mix, problems = mix_rows("MetaQA", app, server.url, MIX, MIX_PREFIXES, clients, seconds)
+        return mix, ceiling_rows(app, server.url, clients, seconds), problems
+    finally:
+        app.close()
+
+
 # --- the run -------------------------------------------------------------------------------------------
+
+ROW_HEADER = ["answers", "refused", "errors", "answers/s", "p50 ms", "p99 ms"]
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=100, help="timed questions per graph (default 100)")
     parser.add_argument("--seconds", type=float, default=20.0, help="each throughput phase (default 20)")
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
+    parser.add_argument("--mix-only", action="store_true", help="only table 3, the SPARQL mixes")
+    parser.add_argument("--pin", action="store_true", help="engines on one core, app tiers on another")
+    parser.add_argument("--profile", type=int, nargs="?", const=50, default=0, metavar="ROUNDS",
+                        help="where a request's time goes on the Factbook mix (ROUNDS per query, default 50)")
     args = parser.parse_args(argv)
+    placement = Placement.pinned() if args.pin else ANYWHERE
     rng = random.Random(42)
     problems: list[str] = []
     metaqa = metaqa_load.metaqa_store()
     metaqa_questions = [q for hops in (1, 2, 3) for q, _ in metaqa_load.dev_questions(hops)]
-    big, big_questions = synthetic.synthetic_store()
+    traversal: list[list[str]] = []
+    throughput: list[list[str]] = []
+    rates: dict[str | int, float] = {}
     with tempfile.TemporaryDirectory(prefix="glassgraph-remote-") as tmp:
         workdir = Path(tmp)
-        traversal = []
-        with engine(big, workdir, "synthetic") as server:
-            traversal.append(traversal_row("synthetic 1M", big, server.url, synthetic.COLLECTION,
-                                           rng.sample(big_questions, args.questions + 5)))
-        big.flush()
-        del big
-        throughput: list[list[str]] = []
-        rates: dict[str, float] = {}
+        if not args.mix_only:
+            big, big_questions = synthetic.synthetic_store()
+            with engine(big, workdir, "synthetic", placement=placement) as server:
+                traversal.append(traversal_row("synthetic 1M", big, server.url, synthetic.COLLECTION,
+                                               rng.sample(big_questions, args.questions + 5)))
+            big.flush()
+            del big
         llm = ScriptedLLM()
         llm.responder = instant_reply
         try:
-            with engine(metaqa, workdir, "metaqa") as server:
-                sample = rng.sample(metaqa_questions, args.questions + 5)
-                traversal.insert(0, traversal_row("MetaQA", metaqa, server.url, metaqa_load.COLLECTION, sample))
-                asked = rng.sample(metaqa_questions, 500)
-                embedded_copy = workdir / "embedded" / "store"
-                embedded_copy.parent.mkdir()
-                metaqa.backup(embedded_copy)
-                app = ProductionServer(embedded_copy, env=app_env(llm), log_path=workdir / "embedded.log")
-                try:
-                    row, rates["embedded"] = throughput_row("embedded store, 1 worker (baseline)", app, args.clients,
-                                                            args.seconds, asked)
-                    throughput.append(row)
-                finally:
-                    app.close()
-                mix: list[list[str]] = []
-                for workers in (1, 2, 4):
-                    app = ProductionServer(server.url, env=app_env(llm, server.url), workers=workers,
-                                           log_path=workdir / f"remote-{workers}.log")
+            with engine(metaqa, workdir, "metaqa", placement=placement) as server:
+                if not args.mix_only:
+                    sample = rng.sample(metaqa_questions, args.questions + 5)
+                    traversal.insert(0, traversal_row("MetaQA", metaqa, server.url, metaqa_load.COLLECTION, sample))
+                    asked = rng.sample(metaqa_questions, 500)
+                    embedded_copy = workdir / "embedded" / "store"
+                    embedded_copy.parent.mkdir()
+                    metaqa.backup(embedded_copy)
+                    app = placement.app(embedded_copy, app_env(llm), workdir / "embedded.log")
                     try:
-                        row, rates[workers] = throughput_row(f"remote engine, {workers} worker(s)", app,
-                                                             args.clients, args.seconds, asked)
+                        row, rates["embedded"] = throughput_row("embedded store, 1 worker (baseline)", app,
+                                                                args.clients, args.seconds, asked)
                         throughput.append(row)
-                        if workers == 2:
-                            mix, found = mix_rows("MetaQA", app, server.url, MIX, MIX_PREFIXES, args.clients,
-                                                  args.seconds)
-                            problems += found
-                            ceiling = ceiling_rows(app, server.url, args.clients, args.seconds)
                     finally:
                         app.close()
+                    for workers in (1, 2, 4):
+                        app = placement.app(server.url, app_env(llm, server.url), workdir / f"remote-{workers}.log",
+                                            workers=workers)
+                        try:
+                            row, rates[workers] = throughput_row(f"remote engine, {workers} worker(s)", app,
+                                                                 args.clients, args.seconds, asked)
+                            throughput.append(row)
+                        finally:
+                            app.close()
+                mix, ceiling, found = metaqa_mix(server, workdir, llm, args.clients, args.seconds, placement)
+                problems += found
         finally:
             llm.close()
-        rows, found = factbook_mix(workdir, args.clients, args.seconds)
+        rows, found, profile = factbook_mix(workdir, args.clients, args.seconds, placement, args.profile)
         mix += rows + ceiling
         problems += found
-    print(f"1. Non-LLM retrieval time per question against oxigraph serve on loopback, default limits "
-          f"{RetrievalLimits()}; medians in ms; baseline = per-entity pattern traversal over HTTP")
-    print(_table(["graph", "questions", "index build ms", "ours", "requests/q", "edges", "baseline",
-                  "baseline requests/q", "baseline edges", "speedup", "ours, embedded store", "remote / embedded"],
-                 traversal))
-    print(f"\n2. GraphRAG answers per second, {args.clients} clients, {args.seconds:g} s, instant scripted LLM")
-    for row in throughput[1:]:
-        row.append(f"{float(row[3]) / rates['embedded']:.2f}x")
-    throughput[0].append("1.00x")
-    print(_table(["set-up", "answers", "failed", "answers/s", "p50 ms", "p99 ms", "vs embedded"], throughput))
+    print(f"({placement.describe()})")
+    if not args.mix_only:
+        print(f"1. Non-LLM retrieval time per question against oxigraph serve on loopback, default limits "
+              f"{RetrievalLimits()}; medians in ms; baseline = per-entity pattern traversal over HTTP")
+        print(_table(["graph", "questions", "index build ms", "ours", "requests/q", "edges", "baseline",
+                      "baseline requests/q", "baseline edges", "speedup", "ours, embedded store",
+                      "remote / embedded"], traversal))
+        print(f"\n2. GraphRAG answers per second, {args.clients} clients, {args.seconds:g} s, instant scripted LLM")
+        for row in throughput[1:]:
+            row.append(f"{float(row[4]) / rates['embedded']:.2f}x")
+        throughput[0].append("1.00x")
+        print(_table(["set-up", *ROW_HEADER, "vs embedded"], throughput))
     print(f"\n3. SPARQL query mixes, each query in turn (MetaQA: {len(MIX)}, Factbook: bench/load_http.py's "
-          f"{len(QUERIES)}), {args.clients} clients, {args.seconds:g} s each")
-    print(_table(["endpoint", "requests", "failed", "req/s", "p50 ms", "p99 ms", "vs direct"], mix))
+          f"{len(QUERIES)}), {args.clients} clients, {args.seconds:g} s each; answers are 2xx, latencies the answers'")
+    print(_table(["endpoint", *ROW_HEADER, "vs direct"], mix))
+    if profile:
+        print("\n4. Where a SPARQL request's time goes on the Factbook mix (bench/request_profile.py)")
+        print(profile)
     print(f"\n(load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores)")
     print(f"problems: {len(problems)}")
     for problem in problems:

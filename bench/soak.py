@@ -1,7 +1,9 @@
-"""Soak: the production server under mixed load, runaway queries and slow clients, on loopback only.
+"""Soak: the production server under mixed load, runaway queries, slow and never-reading clients and an
+anonymous flood, on loopback only.
 
-``python -m bench.soak`` (``--clients 20 --minutes 5 --runaway 8 --slow 10``; ``--quick``: 30 s,
-6 clients, 2 runaway, 3 slow) starts the production command (gunicorn, one uvicorn-based worker,
+``python -m bench.soak`` (``--clients 20 --minutes 5 --runaway 8 --slow 10 --slow-body 2 --never-read 10
+--flood 40``; ``--quick``: 30 s, 6 clients, 2 runaway, 3 slow, 1 slow body, 2 never-reading, 8 flooding)
+starts the production command (gunicorn, one uvicorn-based worker,
 ``tests/production_server.py``) over a new store that the server builds from the sample data, with a
 write token and ``GLASSGRAPH_DEADLINE`` lowered to ``--deadline`` (5 s), then runs, all at once:
 
@@ -10,20 +12,26 @@ write token and ``GLASSGRAPH_DEADLINE`` lowered to ``--deadline`` (5 s), then ru
   GraphRAG questions (one JSON answer, or streamed as SSE);
 - ``--runaway`` clients (not among ``--clients``) sending a query that would run for minutes;
   they back off per ``Retry-After`` when refused busy (429);
-- ``--slow`` clients (not among ``--clients``) holding connections: request headers, or a body,
-  sent one byte a second;
-- one prober timing ``GET /healthz`` every 0.2 s.
+- ``--slow`` clients (not among ``--clients``) holding connections by sending request headers one
+  byte a second, and ``--slow-body`` more sending a body that way;
+- ``--never-read`` clients, each one connection with a 4 KB receive buffer that asks (POST /sparql,
+  TSV) for an answer of about ``--never-read-mb`` MB (under ``GLASSGRAPH_MAX_RESULT_BYTES``) and
+  reads nothing until the run ends; then it reads what is left, to tell whether the server dropped it;
+- ``--flood`` anonymous clients looping over ``/``, ``/console/ask``, ``/api/collections`` and
+  ``GET /store`` of the librarian graph (whose answer is refused past ``GLASSGRAPH_MAX_ROWS``);
+- one prober timing ``GET /healthz`` every 0.2 s, and one sampling the worker's RSS from /proc as often.
 
 Every loop stops by itself at the end of the run or after ``MAX_RATE`` requests a second on average.
 Then every acknowledged write is read back (an ASK per update triple, a GET per graph), every
 returned GraphRAG session is read back through ``/api/explain``, gunicorn's log and the process
 tree are checked for worker crashes and for query processes still burning CPU, and one table is
-printed with a met/missed row per target. Exit code 0 when every target is met, 1 otherwise.
+printed with a met/missed row per target (among them: no refusal of an ordinary SPARQL select, and the
+gunicorn worker's RSS after the run within ``RSS_GROWTH_TARGET`` of its resting size, measured after the
+warm-up and before the clients). Exit code 0 when every target is met, 1 otherwise.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import select
 import socket
@@ -38,12 +46,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlencode
 
 import requests
 from pyoxigraph import RdfFormat, parse
 
 from bench.bench_retrieval import _table
-from bench.load_http import PREFIXES, percentile
+from bench.load_http import PREFIXES, REFUSALS, percentile, read_back, read_sse, retry_after
 from server.config import PROJECT_ROOT, Config
 
 sys.path.append(str(PROJECT_ROOT / "tests"))  # the production command lives with the tests that use it
@@ -55,6 +64,12 @@ PROBE_EVERY_S = 0.2
 REQUEST_TIMEOUT_S = 60.0
 HEALTHZ_TIMEOUT_S = 10.0
 HEALTHZ_P99_TARGET_MS = 1000.0
+RSS_GROWTH_TARGET = 1.5  # the worker's RSS after the run, at most this times its resting size
+SETTLE_S = 3.0  # after the run, before the worker's RSS is read
+UNREAD_RCVBUF = 4096  # a never-reading client's receive buffer
+UNREAD_ROW_BYTES = 600  # about one row of the never-read answer in TSV (two texts of the sample, twice)
+DRAIN_S = 30.0  # how long a never-reading client reads what is left after the run
+FLOOD_PATHS = ["/", "/console/ask", "/api/collections", "/store?graph=urn:trustgraph:graph:librarian"]
 RUNAWAY_QUERY = 'SELECT * { ?a ?b ?c . ?d ?e ?f FILTER(STR(?c) = CONCAT(STR(?f), "zz")) }'
 SOAK = "urn:glassgraph:soak:"
 UPDATE_GRAPH = SOAK + "updates"
@@ -73,10 +88,8 @@ HELD_TO_END, CLOSED = -1, 0  # how a slow connection ended when it got no answer
 _SLOW_BODY = b"query=SELECT+%3Fs+WHERE+%7B+%3Fs+%3Fp+%3Fo+%7D+LIMIT+1"
 _SLOW_BODY_HEAD = (b"POST /sparql HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/sparql-results+json\r\n"
                    b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n" % len(_SLOW_BODY))
-SLOW_REQUESTS = [  # (request, the offset from which it goes one byte a second)
-    (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: glassgraph-soak\r\n\r\n", 0),
-    (_SLOW_BODY_HEAD + _SLOW_BODY, len(_SLOW_BODY_HEAD)),
-]
+SLOW_HEADER = (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: glassgraph-soak\r\n\r\n", 0)
+SLOW_BODY = (_SLOW_BODY_HEAD + _SLOW_BODY, len(_SLOW_BODY_HEAD))  # (request, from where it goes a byte a second)
 
 
 @dataclass(frozen=True)
@@ -84,11 +97,15 @@ class Settings:
     clients: int = 20
     seconds: float = 300.0
     runaway: int = 8
-    slow: int = 10
+    slow: int = 10  # slow headers
     deadline_s: float = 5.0
+    slow_body: int = 2
+    never_read: int = 10
+    never_read_mb: int = 20  # more, and the query outlives the soak's deadline on a loaded machine
+    flood: int = 40
 
 
-QUICK = Settings(clients=6, seconds=30.0, runaway=2, slow=3)
+QUICK = Settings(clients=6, seconds=30.0, runaway=2, slow=3, slow_body=1, never_read=2, flood=8)
 
 
 @dataclass
@@ -106,6 +123,9 @@ class Tally:
     misread: set[str] = field(default_factory=set)  # graphs whose read right after their PUT differed
     sessions: list[str] = field(default_factory=list)
     broken_answers: int = 0  # GraphRAG 200s without a session id, or streams without end_of_session
+    flood: list[tuple[str, int, float]] = field(default_factory=list)  # (path, status, seconds)
+    unread: list[tuple[int, str]] = field(default_factory=list)  # never-reading clients: (status, how it ended)
+    rss_mb: list[float] = field(default_factory=list)  # the worker's, sampled during the run
     held: int = 0
     held_max: int = 0
     held_longest_s: float = 0.0
@@ -151,8 +171,9 @@ class Tally:
 class Soak:
     """One run: the server's address, when the run ends, what the clients saw."""
 
-    def __init__(self, url: str, settings: Settings) -> None:
+    def __init__(self, url: str, settings: Settings, worker: int | None = None) -> None:
         self.url = url
+        self.worker = worker  # the gunicorn worker's pid, whose RSS is sampled
         self.port = int(url.rsplit(":", 1)[1])
         self.settings = settings
         self.run_id = uuid.uuid4().hex[:8]
@@ -187,7 +208,7 @@ def send(soak: Soak, http: requests.Session, kind: str, method: str, path: str, 
         answer = f"{response.status_code} {response.text[:200]!r}"
     status = response.status_code if response is not None else 0
     soak.tally.add("normal", (kind, status, time.perf_counter() - started))
-    if not (200 <= status < 300 or status == 429):
+    if not (200 <= status < 300 or status in REFUSALS):
         soak.tally.note_unexpected(f"{method} {path} ({kind}): {answer}")
     return response
 
@@ -261,18 +282,6 @@ def rag_stream(soak: Soak, http: requests.Session, client: int, n: int) -> None:
         soak.tally.answered(*read_sse(response.text))
 
 
-def read_sse(text: str) -> tuple[str | None, bool]:
-    """(the session id, whether ``end_of_session`` came) of a GraphRAG SSE stream."""
-    session, complete = None, False
-    for line in text.splitlines():
-        if line.startswith("data: "):
-            message = json.loads(line[6:])
-            explain_id = message.get("explain_id") or ""
-            session = session or (explain_id if explain_id.startswith("urn:trustgraph:session:") else None)
-            complete = complete or bool(message.get("end_of_session"))
-    return session, complete
-
-
 KINDS = ["select", "update", "graph store", "graph-rag"]
 STEPS: list[Callable[[Soak, requests.Session, int, int], None]] = [
     select_get, update, rag_json, select_post, graph_put_get, rag_stream]
@@ -303,14 +312,6 @@ def runaway_client(soak: Soak, client: int) -> None:
                 soak.sleep(retry_after(response))
 
 
-def retry_after(response: requests.Response) -> float:
-    """The response's Retry-After in seconds; 1 when it has none."""
-    try:
-        return float(response.headers.get("Retry-After", "1"))
-    except ValueError:
-        return 1.0
-
-
 def prober(soak: Soak, client: int) -> None:
     """``GET /healthz`` every ``PROBE_EVERY_S``, each timed."""
     with requests.Session() as http:
@@ -325,11 +326,22 @@ def prober(soak: Soak, client: int) -> None:
             soak.sleep(PROBE_EVERY_S - elapsed)
 
 
-def slow_client(soak: Soak, client: int) -> None:
-    """One slow connection after another: even clients send headers slowly, odd ones a body."""
-    request, slow_from = SLOW_REQUESTS[client % len(SLOW_REQUESTS)]
+def memory_sampler(soak: Soak, client: int) -> None:
+    """The worker's RSS every ``PROBE_EVERY_S``."""
+    for _ in soak.loop():
+        if soak.worker is not None:
+            soak.tally.add("rss_mb", rss_mb(soak.worker))
+        soak.sleep(PROBE_EVERY_S)
+
+
+def slow_client(soak: Soak, client: int, request: bytes = SLOW_HEADER[0], slow_from: int = SLOW_HEADER[1]) -> None:
+    """One slow connection after another, each sending ``request`` one byte a second from ``slow_from``."""
     for _ in soak.loop():
         soak.tally.add("slow", hold_connection(soak, request, slow_from))
+
+
+def slow_body_client(soak: Soak, client: int) -> None:
+    slow_client(soak, client, *SLOW_BODY)
 
 
 def hold_connection(soak: Soak, request: bytes, slow_from: int) -> int:
@@ -348,6 +360,112 @@ def hold_connection(soak: Soak, request: bytes, slow_from: int) -> int:
             return answer_status(sock)
     except OSError:
         return CLOSED
+
+
+def never_read_query(megabytes: int) -> str:
+    """A query whose TSV answer is about ``megabytes`` MB on the sample (its texts), in few rows."""
+    rows = max(1, min(megabytes * 1_000_000 // UNREAD_ROW_BYTES, Config().max_result_rows - 1))
+    return PREFIXES + ("SELECT ?one ?other (CONCAT(?one, ?other) AS ?both) WHERE { ?c tg:content ?one . "
+                       f"?d tg:content ?other }} LIMIT {rows}")
+
+
+def never_reading_client(soak: Soak, client: int) -> None:
+    """A connection with a small receive buffer asks for a large answer and, once it is answered (its status
+    line peeked at, not read; asked again after a refusal or a 422 at the deadline), reads nothing until the
+    run ends; then it reads what is left (``DRAIN_S`` at most) and tallies how it ended: ``complete`` (the
+    server held the whole answer for it), ``cut off`` (the server dropped it) or ``still sending``."""
+    body = urlencode({"query": never_read_query(soak.settings.never_read_mb)}).encode()
+    request = (b"POST /sparql HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/tab-separated-values\r\n"
+               b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n" % len(body)) + body
+    for _ in soak.loop():
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UNREAD_RCVBUF)  # before connect: the window
+                sock.settimeout(soak.query_timeout_s)
+                sock.connect((HOST, soak.port))
+                sock.sendall(request)
+                status = peeked_status(sock)
+                if status in REFUSALS or status == 422:
+                    soak.tally.add("unread", (status, "not answered, asked again"))
+                    soak.sleep(1.0)
+                    continue
+                with soak.tally.holding():
+                    soak.sleep(soak.ends - time.monotonic())
+                soak.tally.add("unread", drain(sock))
+        except OSError as error:
+            soak.tally.add("unread", (CLOSED, f"no answer ({type(error).__name__})"))
+        return
+
+
+def peeked_status(sock: socket.socket) -> int:
+    """The status of the response coming on ``sock``, left unread in its buffer (MSG_PEEK); CLOSED if none."""
+    while True:
+        head = sock.recv(64, socket.MSG_PEEK)
+        if not head:
+            return CLOSED
+        if b"\r\n" in head or len(head) == 64:
+            return int(head.split(b" ", 2)[1])
+        time.sleep(0.05)  # the status line is not all there yet
+
+
+def drain(sock: socket.socket) -> tuple[int, str]:
+    """Read a response to its end (or for ``DRAIN_S``): (its status, how it ended)."""
+    received, ended, deadline = bytearray(), "still sending", time.monotonic() + DRAIN_S
+    try:
+        while time.monotonic() < deadline:
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            piece = sock.recv(1 << 20)
+            if not piece:
+                ended = "closed"
+                break
+            received += piece
+            if complete_response(received):
+                ended = "complete"
+                break
+    except TimeoutError:
+        pass
+    except OSError:
+        ended = "reset"
+    status = int(received.split(b" ", 2)[1]) if received.startswith(b"HTTP/") else CLOSED
+    if ended in ("closed", "reset"):
+        ended = f"cut off after {len(received) / 1e6:.1f} MB"
+    return status, ended
+
+
+def complete_response(received: bytearray) -> bool:
+    """Whether ``received`` holds a whole HTTP response (by Content-Length, or a chunked body's last chunk)."""
+    head, _, body = bytes(received).partition(b"\r\n\r\n")
+    if not _:
+        return False
+    for line in head.lower().split(b"\r\n"):
+        if line.startswith(b"content-length:"):
+            return len(body) >= int(line.split(b":", 1)[1])
+    return body.endswith(b"0\r\n\r\n")
+
+
+def flood_client(soak: Soak, client: int) -> None:
+    """Anonymous requests for the store-wide pages, one after another, each timed."""
+    with requests.Session() as http:
+        for n in soak.loop():
+            path = FLOOD_PATHS[(client + n) % len(FLOOD_PATHS)]
+            started = time.perf_counter()
+            try:
+                status = http.get(soak.url + path, timeout=REQUEST_TIMEOUT_S, headers={"Accept": N_TRIPLES}
+                                  if path.startswith("/store") else {}).status_code
+            except requests.RequestException:
+                status = 0
+            soak.tally.add("flood", (path, status, time.perf_counter() - started))
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory in MB (/proc/PID/status), 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def answer_status(sock: socket.socket) -> int:
@@ -370,8 +488,9 @@ def drive(soak: Soak) -> None:
         except Exception as error:  # a bug in the benchmark: it must not just count less
             errors.append(error)
 
-    roles = [(prober, 1), (mixed_client, settings.clients), (runaway_client, settings.runaway),
-             (slow_client, settings.slow)]
+    roles = [(prober, 1), (memory_sampler, 1), (mixed_client, settings.clients), (runaway_client, settings.runaway),
+             (slow_client, settings.slow), (slow_body_client, settings.slow_body),
+             (never_reading_client, settings.never_read), (flood_client, settings.flood)]
     threads = [threading.Thread(target=guarded, args=(role, i), name=f"{role.__name__}-{i}")
                for role, count in roles for i in range(count)]
     for thread in threads:
@@ -459,19 +578,6 @@ def log_problems(server: ProductionServer) -> list[str]:
     return problems
 
 
-def read_back(method: str, url: str, **kwargs: object) -> requests.Response | None:
-    """A verification request, sent again after a 429 (a few times); None when no answer came."""
-    for _ in range(10):
-        try:
-            response = requests.request(method, url, timeout=REQUEST_TIMEOUT_S, **kwargs)
-        except requests.RequestException:
-            return None
-        if response.status_code != 429:
-            break
-        time.sleep(retry_after(response))
-    return response
-
-
 def update_found(url: str, triple: str) -> bool:
     response = read_back("GET", url + "/sparql", params={"query": f"ASK {{ GRAPH <{UPDATE_GRAPH}> {{ {triple} }} }}"},
                          headers=RESULTS_JSON)
@@ -524,17 +630,32 @@ class Result:
     burning: int  # of those, using CPU after the run
     left_running: int  # still running after the server stopped
     log_problems: list[str]
+    rss_resting_mb: float  # the gunicorn worker's, after the warm-up, before the clients
+    rss_after_mb: float  # the same, ``SETTLE_S`` after every client has stopped
 
     def statuses(self) -> list[int]:
-        """The status of every answer the clients got (0: none)."""
+        """The status of every answer the clients got (0: none; a never-reading client's missing answer is
+        not counted: the server may drop it)."""
         tally = self.tally
-        return ([status for _, status, _ in tally.normal] + [status for status, _ in tally.health + tally.runaway]
-                + [status for status in tally.slow if status > 0])
+        return ([status for _, status, _ in tally.normal + tally.flood]
+                + [status for status, _ in tally.health + tally.runaway]
+                + [status for status in tally.slow if status > 0]
+                + [status for status, _ in tally.unread if status > 0])
 
     @property
     def requests(self) -> int:
         tally = self.tally
-        return len(tally.normal) + len(tally.health) + len(tally.runaway) + len(tally.slow)
+        return (len(tally.normal) + len(tally.health) + len(tally.runaway) + len(tally.slow) + len(tally.flood)
+                + len(tally.unread))
+
+    @property
+    def refused_selects(self) -> int:
+        """Ordinary SPARQL selects (the mixed clients') refused: 429 or 503."""
+        return sum(1 for kind, status, _ in self.tally.normal if kind == "select" and status in REFUSALS)
+
+    @property
+    def rss_growth(self) -> float:
+        return self.rss_after_mb / self.rss_resting_mb if self.rss_resting_mb else 0.0
 
     @property
     def runaway_started(self) -> int:
@@ -556,7 +677,10 @@ class Result:
                 ("0 lost acknowledged writes", not self.lost_writes),
                 ("0 worker crashes", self.crashes == 0),
                 (f"/healthz p99 under {HEALTHZ_P99_TARGET_MS / 1000:g} s", self.health_p99_ms < HEALTHZ_P99_TARGET_MS),
-                ("0 query processes left running", self.burning == 0 and self.left_running == 0)]
+                ("0 query processes left running", self.burning == 0 and self.left_running == 0),
+                ("0 ordinary SPARQL selects refused", self.refused_selects == 0),
+                (f"worker RSS after the run within {RSS_GROWTH_TARGET:g}x of resting",
+                 0 < self.rss_growth <= RSS_GROWTH_TARGET)]
 
     @property
     def passed(self) -> bool:
@@ -573,8 +697,9 @@ def _counts(statuses: list[int]) -> str:
     return ", ".join(f"{names.get(status, status)} x{n}" for status, n in sorted(Counter(statuses).items()))
 
 
-def _kind_answers(tally: Tally, kind: str) -> str:
-    samples = [(status, seconds) for k, status, seconds in tally.normal if k == kind]
+def _answers(tallied: list[tuple[str, int, float]], key: str) -> str:
+    """The statuses and latencies of the ``(key, status, seconds)`` entries of ``tallied`` with this key."""
+    samples = [(status, seconds) for k, status, seconds in tallied if k == key]
     return f"{_counts([status for status, _ in samples])} ({_p50_p99([seconds for _, seconds in samples])})"
 
 
@@ -586,15 +711,24 @@ def rows(result: Result) -> list[list[str]]:
     other = len(tally.runaway) - stopped - refused
     statuses = result.statuses()
     measured = [
-        ["clients", f"{settings.clients} mixed; on top: {settings.runaway} runaway, {settings.slow} slow, "
-                    "1 /healthz prober"],
+        ["clients", f"{settings.clients} mixed; on top: {settings.runaway} runaway, {settings.slow} slow-header, "
+                    f"{settings.slow_body} slow-body, {settings.never_read} never-reading "
+                    f"(~{settings.never_read_mb} MB answers), {settings.flood} flooding, 1 /healthz prober"],
         ["minutes", f"{settings.seconds / 60:.3g}"],
         ["server settings", f"GLASSGRAPH_DEADLINE={settings.deadline_s:g} s (lowered for the soak), "
                             f"GLASSGRAPH_QUERY_WORKERS={config.query_workers}, "
                             f"GLASSGRAPH_BODY_TIMEOUT={config.body_timeout_s:g} s"],
         ["requests", f"{result.requests} (mixed {len(tally.normal)}, /healthz {len(tally.health)}, "
-                     f"runaway {len(tally.runaway)}, slow {len(tally.slow)})"],
-        *[[f"mixed answers: {kind} (p50 / p99 ms)", _kind_answers(tally, kind)] for kind in KINDS],
+                     f"runaway {len(tally.runaway)}, slow {len(tally.slow)}, flood {len(tally.flood)}, "
+                     f"never-read {len(tally.unread)})"],
+        *[[f"mixed answers: {kind} (p50 / p99 ms)", _answers(tally.normal, kind)] for kind in KINDS],
+        ["ordinary SPARQL selects refused (429/503)", str(result.refused_selects)],
+        *[[f"flood answers: GET {path} (p50 / p99 ms)", _answers(tally.flood, path)] for path in FLOOD_PATHS],
+        ["never-reading clients: status, how each ended", "; ".join(
+            f"{status or 'none'} {ended} x{n}" for (status, ended), n in sorted(Counter(tally.unread).items()))],
+        ["worker RSS MB: resting / peak during the run / after it",
+         f"{result.rss_resting_mb:.0f} / {max(tally.rss_mb, default=0):.0f} / {result.rss_after_mb:.0f} "
+         f"({result.rss_growth:.2f}x)"],
         ["5xx", str(sum(1 for status in statuses if status >= 500))],
         ["acknowledged writes", f"{len(tally.updates)} updates, {len(tally.graphs)} graph PUTs"],
         ["lost writes", str(len(result.lost_writes))],
@@ -604,8 +738,9 @@ def rows(result: Result) -> list[list[str]]:
         ["/healthz p50 / p99 (ms)", _p50_p99([seconds for _, seconds in tally.health])],
         ["runaway queries started / stopped (422) / refused busy (429) / other",
          f"{result.runaway_started} / {stopped} / {refused} / {other}"],
-        ["slow clients held (max at once)", f"{tally.held_max} of {settings.slow}, longest "
-                                            f"{tally.held_longest_s:.0f} s; {_counts(tally.slow) or 'none ended'}"],
+        ["slow and never-reading clients held (max at once)",
+         f"{tally.held_max} of {settings.slow + settings.slow_body + settings.never_read}, longest "
+         f"{tally.held_longest_s:.0f} s; slow: {_counts(tally.slow) or 'none ended'}"],
         ["worker crashes", str(result.crashes)],
         ["query processes after the run", f"{result.query_processes} alive, {result.burning} burning CPU, "
                                           f"{result.left_running} left after shutdown"],
@@ -641,8 +776,11 @@ def run(settings: Settings) -> Result:
         try:
             warm_up(server.url)
             first_workers = children(server.process.pid)
-            soak = Soak(server.url, settings)
+            resting = rss_mb(first_workers[0])
+            soak = Soak(server.url, settings, first_workers[0])
             drive(soak)
+            time.sleep(SETTLE_S)
+            after = rss_mb(first_workers[0])
             processes = query_processes(server.process.pid)
             hot = burning(processes)
             writes, traces = lost_writes(soak), lost_traces(soak)
@@ -650,7 +788,7 @@ def run(settings: Settings) -> Result:
         finally:
             server.close()
         return Result(settings, soak.tally, writes, traces, crashes, len(processes), hot, left_running(processes),
-                      log_problems(server))
+                      log_problems(server), resting, after)
 
 
 def parse_args(argv: list[str] | None) -> Settings:
@@ -660,18 +798,31 @@ def parse_args(argv: list[str] | None) -> Settings:
                         help=f"mixed clients (default {default.clients}); the runaway and slow ones come on top")
     parser.add_argument("--minutes", type=float, default=default.seconds / 60, help="default %(default)g")
     parser.add_argument("--runaway", type=int, default=default.runaway, help="runaway clients (default %(default)s)")
-    parser.add_argument("--slow", type=int, default=default.slow, help="slow clients (default %(default)s)")
+    parser.add_argument("--slow", type=int, default=default.slow, help="slow-header clients (default %(default)s)")
+    parser.add_argument("--slow-body", type=int, default=default.slow_body,
+                        help="slow-body clients (default %(default)s)")
+    parser.add_argument("--never-read", type=int, default=default.never_read,
+                        help="never-reading clients (default %(default)s)")
+    parser.add_argument("--never-read-mb", type=int, default=default.never_read_mb,
+                        help="about how large an answer each asks for, in MB (default %(default)s)")
+    parser.add_argument("--flood", type=int, default=default.flood,
+                        help="anonymous clients flooding the store-wide pages (default %(default)s)")
     parser.add_argument("--deadline", type=float, default=default.deadline_s,
                         help="GLASSGRAPH_DEADLINE for the soak, in seconds (default %(default)g)")
-    parser.add_argument("--quick", action="store_true", help=f"a smoke run: {QUICK.seconds:g} s, {QUICK.clients} "
-                                                             f"clients, {QUICK.runaway} runaway, {QUICK.slow} slow")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a smoke run: {QUICK.seconds:g} s, {QUICK.clients} clients, {QUICK.runaway} runaway, "
+                             f"{QUICK.slow} slow, {QUICK.never_read} never-reading, {QUICK.flood} flooding")
     args = parser.parse_args(argv)
     if not (1 <= args.clients <= 100 and 0 < args.minutes <= 60 and 0 <= args.runaway <= 50
-            and 0 <= args.slow <= 200 and 0 < args.deadline <= 60):
-        parser.error("--clients must be 1..100, --minutes 0..60, --runaway 0..50, --slow 0..200, --deadline 0..60")
+            and 0 <= args.slow <= 200 and 0 <= args.slow_body <= 200 and 0 <= args.never_read <= 50
+            and 1 <= args.never_read_mb <= 60 and 0 <= args.flood <= 100 and 0 < args.deadline <= 60):
+        parser.error("--clients must be 1..100, --minutes 0..60, --runaway 0..50, --slow and --slow-body 0..200, "
+                     "--never-read 0..50, --never-read-mb 1..60, --flood 0..100, --deadline 0..60")
     if args.quick:
         return replace(QUICK, deadline_s=args.deadline)
-    return Settings(args.clients, args.minutes * 60, args.runaway, args.slow, args.deadline)
+    return Settings(clients=args.clients, seconds=args.minutes * 60, runaway=args.runaway, slow=args.slow,
+                    deadline_s=args.deadline, slow_body=args.slow_body, never_read=args.never_read,
+                    never_read_mb=args.never_read_mb, flood=args.flood)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ worker holds no data: ``-w N`` runs N of them against the engine. The worker's e
 connections; the Flask app runs in ``GLASSGRAPH_THREADS`` threads (``server/http/asgi.py``).
 """
 from server.config import Config
+from server.http import allocator
 from server.http.app import create_app
 from server.http.asgi import WsgiBridge
 
@@ -15,9 +16,17 @@ def _checked(config: Config) -> Config:
         raise ValueError(f"GLASSGRAPH_THREADS must be at least 1, got {config.threads}")
     if config.body_timeout_s <= 0:
         raise ValueError(f"GLASSGRAPH_BODY_TIMEOUT must be more than 0 seconds, got {config.body_timeout_s:g}")
+    if config.send_timeout_s <= 0:
+        raise ValueError(f"GLASSGRAPH_SEND_TIMEOUT must be more than 0 seconds, got {config.send_timeout_s:g}")
     return config
 
 
 config = _checked(Config.from_env())
-app = WsgiBridge(create_app(config), max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
-                 threads=config.threads)
+# before the store and the request threads start: arenas are bounded for the threads that have none yet
+tuned = config.malloc_arenas > 0 and allocator.tune(config.malloc_arenas)
+flask_app = create_app(config)
+if "glassgraph.queries" in flask_app.extensions:
+    flask_app.extensions["glassgraph.queries"].prestart()
+app = WsgiBridge(flask_app, max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
+                 threads=config.threads, send_timeout_s=config.send_timeout_s,
+                 trimmer=allocator.Trimmer() if tuned else None)

@@ -18,6 +18,10 @@ def _default_store_path() -> str:
     return os.path.join(base, "glassgraph", "store")
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _env_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
@@ -51,11 +55,19 @@ class Config:
     port: int = 7878  # GLASSGRAPH_PORT
     max_body_bytes: int = 10 * 1024 * 1024  # GLASSGRAPH_MAX_BODY
     body_timeout_s: float = 30.0  # GLASSGRAPH_BODY_TIMEOUT: seconds a request body may take to arrive (408)
-    threads: int = 32  # GLASSGRAPH_THREADS: threads that run requests (server.asgi)
+    send_timeout_s: float = 30.0  # GLASSGRAPH_SEND_TIMEOUT: seconds a response may wait for a client reading none of it
+    threads: int = 64  # GLASSGRAPH_THREADS: threads that run requests (server.asgi); a waiting query holds one
+    malloc_arenas: int = 2  # GLASSGRAPH_MALLOC_ARENAS: the worker's glibc malloc arenas (0: glibc's choice, no trim)
     max_result_rows: int = 100_000  # GLASSGRAPH_MAX_ROWS
     max_result_bytes: int = 64 * 1024 * 1024  # GLASSGRAPH_MAX_RESULT_BYTES: largest SPARQL answer body
     query_deadline_s: float = 30.0  # GLASSGRAPH_DEADLINE: a client's query is stopped past it
-    query_workers: int = 2  # GLASSGRAPH_QUERY_WORKERS: processes that evaluate clients' queries
+    query_workers: int = field(default_factory=lambda: max(2, _cores()))  # GLASSGRAPH_QUERY_WORKERS: processes
+    # that evaluate clients' short queries (default: one per core, at least 2)
+    long_queries: int = field(default_factory=lambda: max(4, 2 * _cores()))  # GLASSGRAPH_LONG_QUERIES: queries
+    # running past 1 s at once, each in a process of its own beside the short ones (429 past it)
+    long_after_s: float = 1.0  # GLASSGRAPH_LONG_AFTER: CPU seconds after which a query is a long one
+    queue_wait_s: float = 30.0  # GLASSGRAPH_QUEUE_WAIT: the longest a query waits for a worker (503 past it)
+    queue_per_client: int = 256  # GLASSGRAPH_QUEUE_PER_CLIENT: a client's queries waiting at once (429 past it)
     query_memory_mb: int = 2048  # GLASSGRAPH_QUERY_MEMORY: each query worker's memory cap (0: none)
     service_allow: tuple[str, ...] = ()  # GLASSGRAPH_SERVICE_ALLOW: endpoints SERVICE/LOAD may call
     service_timeout_s: float = 10.0  # GLASSGRAPH_SERVICE_TIMEOUT: one SERVICE call, connection to last byte
@@ -71,6 +83,8 @@ class Config:
     max_answers: int = 8  # GLASSGRAPH_MAX_ANSWERS: GraphRAG answers in progress at once (429 past it)
     max_question_chars: int = 2000  # GLASSGRAPH_MAX_QUESTION: longest GraphRAG question, in characters
     max_document_bytes: int = 32 * 1024 * 1024  # GLASSGRAPH_MAX_DOCUMENT: largest document to ingest
+    document_read_s: float = 30.0  # GLASSGRAPH_DOCUMENT_SECONDS: an upload's text extraction, in its worker process
+    document_memory_mb: int = 2048  # GLASSGRAPH_DOCUMENT_MEMORY: that worker's memory cap (0: none)
 
     @property
     def remote_store(self) -> bool:
@@ -149,12 +163,18 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "port": (("GLASSGRAPH_PORT",), "int"),
     "max_body_bytes": (("GLASSGRAPH_MAX_BODY",), "int"),
     "body_timeout_s": (("GLASSGRAPH_BODY_TIMEOUT",), "float"),
+    "send_timeout_s": (("GLASSGRAPH_SEND_TIMEOUT",), "float"),
     "threads": (("GLASSGRAPH_THREADS",), "int"),
+    "malloc_arenas": (("GLASSGRAPH_MALLOC_ARENAS",), "int"),
     "max_result_rows": (("GLASSGRAPH_MAX_ROWS",), "int"),
     "max_result_bytes": (("GLASSGRAPH_MAX_RESULT_BYTES",), "int"),
     "query_deadline_s": (("GLASSGRAPH_DEADLINE",), "float"),
     "query_workers": (("GLASSGRAPH_QUERY_WORKERS",), "int"),
     "query_memory_mb": (("GLASSGRAPH_QUERY_MEMORY",), "int"),
+    "long_queries": (("GLASSGRAPH_LONG_QUERIES",), "int"),
+    "queue_per_client": (("GLASSGRAPH_QUEUE_PER_CLIENT",), "int"),
+    "long_after_s": (("GLASSGRAPH_LONG_AFTER",), "float"),
+    "queue_wait_s": (("GLASSGRAPH_QUEUE_WAIT",), "float"),
     "service_allow": (("GLASSGRAPH_SERVICE_ALLOW",), "list"),
     "service_timeout_s": (("GLASSGRAPH_SERVICE_TIMEOUT",), "float"),
     "service_max_rows": (("GLASSGRAPH_SERVICE_MAX_ROWS",), "int"),
@@ -169,4 +189,6 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "max_answers": (("GLASSGRAPH_MAX_ANSWERS",), "int"),
     "max_question_chars": (("GLASSGRAPH_MAX_QUESTION",), "int"),
     "max_document_bytes": (("GLASSGRAPH_MAX_DOCUMENT",), "int"),
+    "document_read_s": (("GLASSGRAPH_DOCUMENT_SECONDS",), "float"),
+    "document_memory_mb": (("GLASSGRAPH_DOCUMENT_MEMORY",), "int"),
 }

@@ -154,6 +154,9 @@ class RemoteStore(StoreBackend):
     def _query_text(self, text: str, params: list[tuple[str, str]]) -> QueryResult:
         response = self.send("POST", self.endpoints.query, read=True, data=[("query", text), *params],
                              headers={"Accept": _RESULTS_JSON})
+        if not response.content.rstrip().endswith(b"}"):  # parsed lazily: a cut body would fail mid-iteration
+            raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.query} cut its answer short (its timeout "
+                                   "stopped the query: oxigraph serve --timeout-s); try again", {"Retry-After": "5"})
         return parse_query_results(response.content, format=QueryResultsFormat.JSON)
 
     # --- reading -------------------------------------------------------------------------------
@@ -204,7 +207,7 @@ class RemoteStore(StoreBackend):
             try:
                 yield self
             finally:
-                self.generation += 1
+                self._count_write()
 
     def run_update(self, text: str, base_iri: str | None = None) -> None:
         if base_iri is not None:  # a BASE in the text comes later in the prologue and wins

@@ -113,7 +113,7 @@ class GraphStore(StoreBackend):
             try:
                 yield self.raw
             finally:
-                self.generation += 1
+                self._count_write()
 
     def run_update(self, text: str, base_iri: str | None = None) -> None:
         with self.writing() as store:

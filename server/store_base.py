@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import IO
 
@@ -24,6 +25,7 @@ QueryResult = QuerySolutions | QueryBoolean | QueryTriples
 GraphName = NamedNode | DefaultGraph
 Values = dict[ValuesKey, Iterable[Sequence[Term] | Term]]
 LoadListener = Callable[[str, list | None], None]  # (collection, labels added or None)
+_TRACING: ContextVar[bool] = ContextVar("tracing", default=False)  # the current write is a GraphRAG trace
 
 
 def graph_options(graph: NamedNode | None) -> dict[str, object]:
@@ -51,6 +53,7 @@ class StoreBackend(ABC):
         self.explain_graph = vocab.explain_graph(explain_collection)
         self.generation = 0  # writes by this process so far: a snapshot older than this is stale
         self.trace_writes = 0  # of those, GraphRAG explanations (record_trace)
+        self.data_generation = 0  # the generation of the last write that was not a trace: queries must see it
         self._load_listeners: list[LoadListener] = []
 
     # --- primitives ------------------------------------------------------------------------------
@@ -145,8 +148,18 @@ class StoreBackend(ABC):
     def record_trace(self, quads: Iterable[Quad]) -> None:
         """:meth:`extend` for GraphRAG's explanations, counted apart (``trace_writes``): anonymous questions
         write them, so what describes the data (VoID) need not be redone after each one."""
-        self.extend(quads)
+        tracing = _TRACING.set(True)
+        try:
+            self.extend(quads)
+        finally:
+            _TRACING.reset(tracing)
         self.trace_writes += 1
+
+    def _count_write(self) -> None:
+        """Count a write that has ended (under the writers' lock)."""
+        self.generation += 1
+        if not _TRACING.get():
+            self.data_generation = self.generation
 
     def is_empty(self) -> bool:
         return next(iter(self.quads(limit=1)), None) is None

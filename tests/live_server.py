@@ -1,7 +1,9 @@
 """A real HTTP server on 127.0.0.1 for the HTTP tests: werkzeug, threaded, on a free port."""
 from __future__ import annotations
 
+import http.client
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -28,15 +30,31 @@ class LiveServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        workers = self.app.extensions.get("glassgraph.queries")
-        if workers is not None:
-            workers.close()
+        for name in ("glassgraph.queries", "glassgraph.documents"):
+            workers = self.app.extensions.get(name)
+            if workers is not None:
+                workers.close()
 
 
 def serve(store: GraphStore, **settings: object) -> LiveServer:
     """The app over ``store`` with ``settings`` (Config fields; in-memory config, offline LLM)."""
     config = Config(**{"store_path": None, "load_sample": False, "llm": "offline", **settings})
     return LiveServer(create_app(config, store))
+
+
+def post_query(url: str, text: str, source: str = "127.0.0.1", accept: str = "application/sparql-results+json"
+               ) -> tuple[int, bytes]:
+    """POST a query to ``url``'s /sparql from the loopback address ``source``: the server tells clients apart by
+    address (their fair share of the query workers), and 127.0.0.0/8 gives a test as many as it needs."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60, source_address=(source, 0))
+    try:
+        connection.request("POST", "/sparql", body=text.encode(),
+                           headers={"Content-Type": "application/sparql-query", "Accept": accept})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
 
 
 Serving = Callable[..., LiveServer]  # the ``serving`` fixture: serve(store, **settings)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from server.ingest.chunking import Span, split
+from server.ingest.chunking import Span, TooManyChunks, split
 
 PROPERTY = settings(max_examples=400, deadline=None)
 
@@ -58,6 +58,20 @@ def check_chunks(text: str, spans: list[Span], size: int, overlap: int) -> None:
 def test_chunks_are_exact_trimmed_ordered_and_cover_the_text(text: str, size_overlap: tuple[int, int]) -> None:
     size, overlap = size_overlap
     check_chunks(text, split(text, size, overlap), size, overlap)
+
+
+@PROPERTY
+@given(TEXTS, size_and_overlap(), st.integers(0, 40))
+def test_a_limit_is_met_while_splitting_never_past_it(text: str, size_overlap: tuple[int, int], limit: int) -> None:
+    """With a limit, the chunks are the same when there are at most that many, else TooManyChunks, raised
+    as the first one past it is found (the splitter never holds more: ``_Ranges``)."""
+    size, overlap = size_overlap
+    spans = split(text, size, overlap)
+    if len(spans) <= limit:
+        assert split(text, size, overlap, limit=limit) == spans
+    else:
+        with pytest.raises(TooManyChunks, match=f"more than {limit} chunks"):
+            split(text, size, overlap, limit=limit)
 
 
 @PROPERTY

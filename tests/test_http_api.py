@@ -17,7 +17,9 @@ from scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401  (the fixture)
 from server import vocab
 from server.explain.trace import read_trace
 from server.rag.retrieval import edge_id
+from server.remote_store import RemoteStore
 from server.store import GraphStore
+from server.store_base import StoreBackend
 from server.vocab import ENTITY
 
 BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
@@ -233,6 +235,48 @@ def test_documents_and_collections(server: LiveServer) -> None:
     assert requests.get(server.url + "/api/documents").status_code == 400
     collections = requests.get(server.url + "/api/collections").json()["collections"]
     assert [c["collection"] for c in collections] == ["default"]
+
+
+def write_unseen(store: StoreBackend, quad: Quad) -> None:
+    """A write the server does not count: into the embedded store's pyoxigraph store directly, or into the
+    engine through a client of its own (another app worker's write, as far as the server can tell)."""
+    if isinstance(store, GraphStore):
+        store.raw.add(quad)
+        return
+    other = RemoteStore(store.endpoints)
+    try:
+        other.extend([quad])
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("path", ["/api/collections", "/", "/console/ask"])
+def test_collection_counts_are_kept_until_the_next_write(france_store: GraphStore, path: str) -> None:
+    """Anonymous pages counted every graph of the store on every request (0.5-1.8 s each on the sample)."""
+    server = serve(france_store, token="tok")
+    graph = vocab.collection_graph("default")
+
+    def triples() -> int:
+        collections = requests.get(server.url + "/api/collections", timeout=30).json()["collections"]
+        return next(c["triples"] for c in collections if c["collection"] == "default")
+
+    try:
+        before = triples()
+        assert requests.get(server.url + path, timeout=30).status_code == 200
+        write_unseen(france_store, Quad(ENTITY.france, vocab.RELATION.capital, NamedNode("urn:unseen"), graph))
+        write_unseen(france_store, Quad(ENTITY.france, vocab.RELATION.capital, NamedNode("urn:x"),
+                                        vocab.collection_graph("unseen")))
+        assert requests.get(server.url + path, timeout=30).status_code == 200
+        assert triples() == before  # kept: not counted again for this request
+        assert "unseen" not in requests.get(server.url + path, timeout=30).text
+        put = requests.post(server.url + "/store", params={"graph": graph.value},
+                            data=f"<{ENTITY.france.value}> <{vocab.RELATION.capital.value}> <urn:seen> .",
+                            headers={"Content-Type": "text/turtle", "Authorization": "Bearer tok"}, timeout=30)
+        assert put.status_code == 204, put.text
+        assert triples() == before + 2  # counted again after the write: its triple and the unseen one
+        assert "unseen" in requests.get(server.url + path, timeout=30).text
+    finally:
+        server.close()
 
 
 # --- /resource ----------------------------------------------------------------------------------

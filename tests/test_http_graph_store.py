@@ -1,8 +1,9 @@
 """The Graph Store HTTP Protocol at /store over a real server on 127.0.0.1."""
 from __future__ import annotations
 
+import pytest
 import requests
-from live_server import LiveServer, Serving
+from live_server import LiveServer, serve
 from pyoxigraph import DefaultGraph, Literal, NamedNode, Quad, RdfFormat, Triple, parse
 
 from server.store import GraphStore
@@ -121,8 +122,27 @@ def test_get_negotiates_and_json_ld_steps_aside_for_triple_terms(server: LiveSer
     assert Quad(NamedNode(EX + "a"), NamedNode(EX + "p"), Literal("one"), NamedNode(G)) in set(store.quads())
 
 
-def test_writes_are_refused_read_only(store: GraphStore, serving: Serving) -> None:
-    live = serving(store, token=TOKEN, read_only=True)
-    response = requests.put(url(live), params={"graph": G}, data=DATA, headers=TURTLE)
-    assert response.status_code == 403 and "read-only" in response.text
-    assert store.is_empty()
+def test_writes_are_refused_read_only(store: GraphStore) -> None:
+    live = serve(store, token=TOKEN, read_only=True)
+    try:
+        response = requests.put(url(live), params={"graph": G}, data=DATA, headers=TURTLE)
+        assert response.status_code == 403 and "read-only" in response.text
+        assert store.is_empty()
+    finally:
+        live.close()
+
+
+@pytest.mark.parametrize("graph", [{"graph": G}, {"default": ""}])
+def test_get_of_a_graph_over_the_row_limit_is_422(store: GraphStore, graph: dict[str, str]) -> None:
+    """The store counts up to one triple past GLASSGRAPH_MAX_ROWS: walking the librarian's 100,001 quads in
+    Python took 1.3-7 s a request."""
+    live = serve(store, token=TOKEN, max_result_rows=2)
+    try:
+        assert requests.put(url(live), params=graph, data=DATA, headers=TURTLE).status_code in (201, 204)
+        at_limit = requests.get(url(live), params=graph, headers={"Accept": "application/n-triples"})
+        assert at_limit.status_code == 200 and len(at_limit.content.splitlines()) == 2
+        assert requests.post(url(live), params=graph, data=f"<{EX}b> <{EX}p> 3 .", headers=TURTLE).status_code == 204
+        over = requests.get(url(live), params=graph, headers={"Accept": "application/ld+json"})
+        assert over.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in over.text
+    finally:
+        live.close()

@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from urllib.parse import urlencode
 
 import pytest
 import requests
@@ -281,6 +282,94 @@ def test_a_client_leaving_mid_stream_cancels_its_session(production: ProductionS
         time.sleep(0.1)
     assert trace["status"] == "failed" and trace["error"]["type"] == "cancelled"
     assert trace["answer"] is None
+
+
+# --- clients that read nothing -----------------------------------------------------------------------
+
+SEND_TIMEOUT_S = 1.0
+ROWS = 10_000  # of a SPARQL answer far larger than what the kernel buffers for a client that reads nothing
+BIG_QUERY = ("SELECT ?a ?b ?padded WHERE { VALUES ?a { " + " ".join(map(str, range(100))) + " } VALUES ?b { "
+             + " ".join(map(str, range(ROWS // 100))) + f' }} BIND(CONCAT(STR(?a), "{"x" * 800}") AS ?padded) }}')
+
+
+@pytest.fixture(scope="module")
+def impatient(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iterator[ProductionServer]:
+    """A server that drops a response after ``SEND_TIMEOUT_S`` without progress, with one GraphRAG answer slot."""
+    env = {"GLASSGRAPH_SEND_TIMEOUT": str(SEND_TIMEOUT_S), "GLASSGRAPH_MAX_ANSWERS": "1",
+           "GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": llm.base_url, "GLASSGRAPH_LLM_API_KEY": "test",
+           "GLASSGRAPH_LLM_MODEL": llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
+    server = ProductionServer(tmp_path_factory.mktemp("impatient") / "store", env)
+    try:
+        put = requests.put(server.url + "/store", params={"graph": vocab.collection_graph("default").value},
+                           data=FRANCE, headers={**WRITE, "Content-Type": "application/n-triples"}, timeout=30)
+        assert put.status_code == 201, put.text
+        yield server
+    finally:
+        server.close()
+
+
+def never_reading(port: int, head: bytes, body: bytes) -> socket.socket:
+    """A connection with a 4 KB receive buffer that sends a request and reads none of its answer."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(head + body)
+    return sock
+
+
+def wait_for_log(server: ProductionServer, text: str, patience_s: float = 60.0) -> None:
+    deadline = time.monotonic() + patience_s
+    while text not in server.log_path.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"the server never logged {text!r}:\n{server.log_tail()}"
+        time.sleep(0.1)
+
+
+def received_until_closed(sock: socket.socket) -> int:
+    received = 0
+    try:
+        while chunk := sock.recv(65536):
+            received += len(chunk)
+    except ConnectionResetError:
+        pass
+    return received
+
+
+def test_a_large_answer_read_as_it_comes_arrives_whole(impatient: ProductionServer) -> None:
+    response = requests.post(impatient.url + "/sparql", data={"query": BIG_QUERY},
+                             headers={"Accept": "text/tab-separated-values"}, timeout=60)
+    assert response.status_code == 200, response.text
+    lines = response.text.splitlines()
+    assert lines[0] == "?a\t?b\t?padded" and len(lines) == ROWS + 1
+    assert len(response.content) == int(response.headers["Content-Length"]) > 8_000_000
+
+
+def test_a_client_reading_no_answer_is_dropped_after_the_send_timeout(impatient: ProductionServer) -> None:
+    """The issue's client: 10 of these held 84 MB each, until they closed."""
+    body = urlencode({"query": BIG_QUERY}).encode()
+    head = request_head("POST", "/sparql", {"Accept": "text/tab-separated-values", "Content-Length": str(len(body)),
+                                            "Content-Type": "application/x-www-form-urlencoded"})
+    with never_reading(impatient.port, head, body) as sock:
+        wait_for_log(impatient, "dropped the response to POST /sparql")
+        received = received_until_closed(sock)
+    assert 0 < received < 8_000_000  # what the kernels buffered before the server stopped sending, then the end
+    assert ask(impatient, f"ASK {{ <{E}france> <{R}capital> <{E}paris> }}")
+
+
+def test_a_question_whose_client_reads_nothing_frees_its_answer_slot(impatient: ProductionServer,
+                                                                      scripted: ScriptedLLM) -> None:
+    """Eight of these blocked every other question (GLASSGRAPH_MAX_ANSWERS) until they closed; here one does."""
+    scripted.reply(SELECTION)
+    scripted.reply(pieces=["Paris " * 10_000] * 150)  # 9 MB of SSE, past what the kernels buffer
+    body = json.dumps({"query": QUESTION}).encode()
+    head = request_head("POST", "/api/graph-rag", {"Accept": "text/event-stream", "Content-Length": str(len(body)),
+                                                   "Content-Type": "application/json"})
+    with never_reading(impatient.port, head, body):
+        wait_for_log(impatient, "dropped the response to POST /api/graph-rag")
+        scripted.reply(SELECTION)
+        scripted.reply("Paris is the capital.")
+        answer = graph_rag(impatient, streaming=False)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["answer"] == "Paris is the capital."
 
 
 # --- the bridge in-process ---------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from bench import soak  # noqa: E402
 
 @pytest.mark.slow
 def test_a_short_soak_meets_every_target_and_counts_everything() -> None:
-    result = soak.run(soak.Settings(clients=4, seconds=8.0, runaway=1, slow=2, deadline_s=2.0))
+    result = soak.run(soak.Settings(clients=4, seconds=8.0, runaway=1, slow=1, slow_body=1, never_read=1,
+                                    never_read_mb=2, flood=2, deadline_s=2.0))
     table = soak.report(result)
     print(table)
     assert result.passed, table
@@ -27,5 +28,8 @@ def test_a_short_soak_meets_every_target_and_counts_everything() -> None:
     assert result.tally.sessions
     assert result.tally.held_max > 0
     assert len(result.tally.health) > 10
+    assert {path for path, _, _ in result.tally.flood} == set(soak.FLOOD_PATHS), table
+    assert result.tally.unread, table
+    assert result.rss_resting_mb > 0 and result.tally.rss_mb, table
     malformed = [status for _, status, _ in result.tally.normal if 400 <= status < 500 and status not in (422, 429)]
     assert not malformed, table  # the benchmark's own requests are well formed

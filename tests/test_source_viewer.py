@@ -88,3 +88,25 @@ def test_the_neighbourhood_lists_iri_edges_with_labels(server: LiveServer) -> No
                      (ENTITY.france.value, RELATION.currency.value, ENTITY.euro.value)}  # the motto is a literal
     labels = {t["s"]["i"]: t["o"]["v"] for t in body["triples"] if t["p"]["i"] == vocab.RDFS.label.value}
     assert labels[ENTITY.paris.value] == "Paris" and body["complete"] is True
+
+
+def test_a_label_of_many_words_over_a_table_of_numbers_is_answered_in_time(server: LiveServer,
+                                                                            france_store: GraphStore) -> None:
+    """The attacker's reproduction: a page of number lines and an anonymous edge whose object is 4,000 zeros
+    then an X. The regular expression that found the span took the text's length times the label's words
+    (minutes here, holding the GIL); the client's timeout is a hang guard, not a measure (the bench has those)."""
+    src, doc, page = vocab.source_graph("default"), vocab.document_iri("zeros"), vocab.page_iri("zeros", 1)
+    france_store.extend([*vocab.document_quads(src, doc, "Zeros"), *vocab.page_quads(src, page, "Page 1", doc),
+                         *vocab.content_quads(page, ("0 " * 50 + "\n") * 10_000)])  # 1 MB
+    label = " ".join(["0"] * 4_000 + ["X"])
+    edge = f'<<( <http://x/s> <http://x/p> "{label}" )>>'
+    for path in ("/console/source", "/console/source/passage"):
+        response = requests.get(server.url + path, params={"id": page.value, "edge": edge}, timeout=30)
+        assert response.status_code == 200, response.text[:300]
+    assert response.json()["span"] is None
+    found = requests.get(server.url + "/console/source/passage", timeout=30, params={
+        "id": page.value, "edge": f'<<( <http://x/s> <http://x/p> "{" ".join(["0"] * 4_000)}" )>>'}).json()
+    assert found["span"] == [0, 80 * 101 - 2]  # from the first line to the end of the 80th, where the label ends
+    line = requests.get(server.url + "/console/source/passage", timeout=30, params={
+        "id": page.value, "edge": '<<( <http://x/s> <http://x/p> "0 0 0" )>>'}).json()
+    assert line["span"] == [0, 99]

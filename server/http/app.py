@@ -33,12 +33,12 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
     app.config["MAX_FORM_MEMORY_SIZE"] = config.max_body_bytes
     store = app.extensions["glassgraph.store"] = store if store is not None else open_store(config)
-    if isinstance(store, RemoteStore):  # the engine evaluates; worker processes still check what is sent
-        app.extensions["glassgraph.queries"] = QueryWorkers(None, max(config.query_workers, 1), config.query_memory_mb,
-                                                            store.flush)
-    elif store.path is not None and config.query_workers > 0:
-        app.extensions["glassgraph.queries"] = QueryWorkers(store.path, config.query_workers, config.query_memory_mb,
-                                                            store.flush)
+    if isinstance(store, RemoteStore) or (store.path is not None and config.query_workers > 0):
+        # a remote engine evaluates, but worker processes still check what is sent
+        app.extensions["glassgraph.queries"] = QueryWorkers(
+            None if isinstance(store, RemoteStore) else store.path, max(config.query_workers, 1),
+            config.query_memory_mb, store, config.long_queries, config.queue_per_client, config.long_after_s,
+            config.queue_wait_s)
 
     from server.http import (
         api,

@@ -10,9 +10,13 @@ sees either.
 
 The Flask app then runs in a bounded thread pool (``GLASSGRAPH_THREADS``) with a PEP 3333 environ
 whose input is the whole body. Its response goes out piece by piece as the app yields it (SSE and
-NDJSON arrive incrementally), each piece after the client's socket has room for it. When the
-client leaves, the response iterable is closed at its next piece: a GraphRAG run stops and its
-session is recorded as cancelled. Errors are logged; the client gets at most a JSON 500.
+NDJSON arrive incrementally), each piece after the client's socket has room for it. A large piece
+(a SPARQL answer is one) goes out in ``PIECE_BYTES`` slices: uvicorn writes what it is given whole
+into the transport's buffer and only then waits for room, so a client that reads nothing holds
+about one slice, not a copy of its answer. A slice that finds no room for ``GLASSGRAPH_SEND_TIMEOUT``
+drops the connection (its buffer discarded); then, as when the client leaves, the response iterable
+is closed: a GraphRAG run stops, its session is recorded as cancelled and its answer slot is freed.
+Errors are logged; the client gets at most a JSON 500.
 """
 from __future__ import annotations
 
@@ -29,7 +33,9 @@ from typing import Any
 
 from uvicorn_worker import UvicornWorker
 
+from server.config import Config
 from server.errors import ContentTooLarge, GlassgraphError, RequestTimeout
+from server.http.allocator import Trimmer
 from server.http.sparql_eval import PARSE_STACK_BYTES
 
 log = logging.getLogger("glassgraph.http")
@@ -42,6 +48,7 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 HEAD_LIMIT = 16 * 1024  # of a request head (line and headers) not yet ended; an 8 KB URL fits
 LINGER_S = 1.0  # after an early answer, how long the rest of a body is read and dropped
+PIECE_BYTES = 64 * 1024  # the most of a response body handed to uvicorn at once (its write buffer's high water)
 # pyoxigraph's parser recurses: request threads get four times the stack that the query workers
 # prove an update parses within (sparql_eval.PARSE_STACK_BYTES) before the server parses it.
 THREAD_STACK_BYTES = 4 * PARSE_STACK_BYTES
@@ -65,28 +72,45 @@ class _ClientGone(Exception):
     """The client closed the connection while its body was being read."""
 
 
-class WsgiBridge:
-    """An ASGI app serving a WSGI app: ``WsgiBridge(flask_app, max_body_bytes, body_timeout_s, threads)``."""
+class _SendStalled(Exception):
+    """The client took no slice of its response for the send timeout: its connection has been dropped."""
 
-    def __init__(self, app: WsgiApp, max_body_bytes: int, body_timeout_s: float, threads: int) -> None:
+
+class WsgiBridge:
+    """An ASGI app serving a WSGI app: ``WsgiBridge(flask_app, max_body_bytes, body_timeout_s, threads,
+    send_timeout_s, trimmer)``."""
+
+    def __init__(self, app: WsgiApp, max_body_bytes: int, body_timeout_s: float, threads: int,
+                 send_timeout_s: float = Config.send_timeout_s, trimmer: Trimmer | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
+        self.send_timeout_s = send_timeout_s
+        self.trimmer = trimmer  # told the size of each request and response, to give memory back after large ones
         threading.stack_size(THREAD_STACK_BYTES)  # for the pool's threads, created from here on
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="wsgi")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan: nothing to start or stop; no websockets
             return
-        body = await self._receive_body(scope, receive, send)
-        if body is None:
-            return
-        gone = asyncio.Event()
-        watcher = asyncio.create_task(_watch_disconnect(receive, gone))
+        send = _SlicedSend(send, self.send_timeout_s)
+        body = None
         try:
-            await self._respond(scope, body, send, gone)
+            body = await self._receive_body(scope, receive, send)
+            if body is None:
+                return
+            gone = asyncio.Event()
+            watcher = asyncio.create_task(_watch_disconnect(receive, gone))
+            try:
+                await self._respond(scope, body, send, gone)
+            finally:
+                watcher.cancel()
+        except _SendStalled:
+            log.warning("dropped the response to %s %s: the client took none of it for %g s "
+                        "(GLASSGRAPH_SEND_TIMEOUT)", scope["method"], scope["path"], self.send_timeout_s)
         finally:
-            watcher.cancel()
+            if self.trimmer is not None:
+                self.trimmer.note(len(body or b"") + send.body_bytes)
 
     async def _receive_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The whole body; None when the client left or has been answered 413 or 408."""
@@ -123,6 +147,8 @@ class WsgiBridge:
         run = _AppCalls(self.pool)
         try:
             await _stream(response, send, gone, run)
+        except _SendStalled:
+            raise
         except Exception:
             log.exception("error serving %s %s", scope["method"], scope["path"])
             if not response.start.sent:
@@ -148,6 +174,43 @@ async def _stream(response: _AppResponse, send: Send, gone: asyncio.Event, run: 
     if not start.sent:
         await send(start.message())
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class _SlicedSend:
+    """uvicorn's ``send``, given at most ``PIECE_BYTES`` of a body at a time, each within ``timeout_s``;
+    ``body_bytes`` counts what was sent.
+
+    uvicorn's h11 ``send`` waits for room in the transport's buffer (its flow control: ``drain``
+    until the buffer is below its low water) *before* writing, then writes the whole message: the
+    wait of each slice is therefore for the previous one, and it is this wait that is timed. Past
+    it the connection is aborted: ``transport.close()`` (what uvicorn does after an error) would
+    keep the buffer until a client that reads nothing has read it.
+    """
+
+    def __init__(self, send: Send, timeout_s: float) -> None:
+        self.send, self.timeout_s = send, timeout_s
+        self.body_bytes = 0
+
+    async def __call__(self, message: Message) -> None:
+        body = message.get("body", b"")
+        self.body_bytes += len(body)
+        if len(body) <= PIECE_BYTES:
+            return await _send_within(self.send, message, self.timeout_s)
+        view, more_body = memoryview(body), message.get("more_body", False)
+        for start in range(0, len(view), PIECE_BYTES):
+            last = start + PIECE_BYTES >= len(view)
+            await _send_within(self.send, {"type": "http.response.body", "body": view[start:start + PIECE_BYTES],
+                                           "more_body": more_body or not last}, self.timeout_s)
+
+
+async def _send_within(send: Send, message: Message, timeout_s: float) -> None:
+    try:
+        await asyncio.wait_for(send(message), timeout_s)
+    except asyncio.TimeoutError:
+        transport = getattr(getattr(send, "__self__", None), "transport", None)  # uvicorn's h11 cycle holds it
+        if transport is not None:
+            transport.abort()
+        raise _SendStalled from None
 
 
 class _AppCalls:

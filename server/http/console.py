@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from itertools import chain, islice
 
-from flask import Blueprint, Response, render_template, request
+from flask import Blueprint, Response, current_app, render_template, request
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse
 
 from server import vocab
@@ -17,6 +17,7 @@ from server.explain.provenance import chunk_span, node_name, source_chains_many
 from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, trace_quads
 from server.explain.wire import quad_wire, trace_graph_quads
 from server.http.context import current_config, current_store
+from server.http.descriptions import current_collections, kept_until_written
 from server.http.linked_data import linked_data_response
 from server.http.params import iri_parameter
 from server.labels import local_name, store_labels
@@ -121,19 +122,25 @@ def _trace_or_404(iri: str | None) -> dict:
 def home() -> str:
     """The dataset named (each collection with its documents, the sample's title when it was loaded),
     a question box, one sample query, and the recent sessions."""
+    collections = kept_until_written(current_app._get_current_object(), "glassgraph.home", _home_collections)
+    prefixes = {p: vocab.PREFIXES[p] for p in ("r", "rdfs")}
+    return render_template("home.html", collections=collections, questions=EXAMPLE_QUESTIONS,
+                           sessions=list_sessions(current_store(), limit=5), sample_query=SAMPLE_QUERY,
+                           sample_query_text="".join(f"PREFIX {p}: <{base}>\n" for p, base in prefixes.items())
+                           + SAMPLE_QUERY)
+
+
+def _home_collections() -> list[dict]:
+    """Each collection with its counts, documents and VoID link (kept until the next write of data)."""
     store, config = current_store(), current_config()
     collections = []
-    for collection in store.collections():
+    for collection in current_collections(current_app._get_current_object()):
         rows = store.select("console_document_count", default_graph=vocab.source_graph(collection["collection"]))
         documents = int(rows[0]["n"].value) if rows else 0
         is_sample = config.load_sample and collection["collection"] == config.default_collection and documents > 0
         collections.append({**collection, "documents": documents, "title": SAMPLE_TITLE if is_sample else None,
                             "void": f"{VOID_PATH}#{GraphRole('collection', collection['collection']).fragment}"})
-    prefixes = {p: vocab.PREFIXES[p] for p in ("r", "rdfs")}
-    return render_template("home.html", collections=collections, questions=EXAMPLE_QUESTIONS,
-                           sessions=list_sessions(store, limit=5), sample_query=SAMPLE_QUERY,
-                           sample_query_text="".join(f"PREFIX {p}: <{base}>\n" for p, base in prefixes.items())
-                           + SAMPLE_QUERY)
+    return collections
 
 
 @blueprint.get("/console/sparql")
@@ -147,7 +154,8 @@ def sparql_console() -> str:
 @blueprint.get("/console/ask")
 def ask() -> str:
     config = current_config()
-    collections = [c["collection"] for c in current_store().collections()] or [config.default_collection]
+    collections = ([c["collection"] for c in current_collections(current_app._get_current_object())]
+                   or [config.default_collection])
     return render_template("ask.html", question=request.args.get("q", ""), questions=EXAMPLE_QUESTIONS,
                            collections=collections, collection=config.default_collection,
                            limits=RetrievalLimits())

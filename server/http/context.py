@@ -26,6 +26,11 @@ def current_queries() -> QueryWorkers | None:
     return current_app.extensions.get("glassgraph.queries")
 
 
+def current_client() -> str:
+    """What a client's requests share, for its fair share of the query workers: its address."""
+    return request.remote_addr or "-"
+
+
 def notify_written(graphs: Iterable[NamedNode | DefaultGraph] | None = None) -> None:
     """Tell the store's listeners (label index, label cache) which collections changed.
 

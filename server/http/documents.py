@@ -13,9 +13,10 @@ from flask import Blueprint, Flask, Response, current_app, jsonify, request, url
 from server.errors import BadRequest, ContentTooLarge, LLMFailed, NotFound
 from server.http.api import pipeline
 from server.http.context import current_config, current_store, require_write_access
+from server.http.document_readers import DocumentReaders
+from server.http.multipart import MULTIPART, form_parts
 from server.ingest.catalog import delete_document, document_of_id, existing_document, list_documents
 from server.ingest.documents import Ingester, IngestOptions, chunk_spans, document_id
-from server.ingest.formats import read_document
 from server.ingest.jobs import IngestJobs, Job
 from server.rag.llm import LLMError
 from server.rag.providers import make_extractor
@@ -38,6 +39,16 @@ def _jobs(app: Flask) -> IngestJobs:
         jobs = app.extensions.setdefault("glassgraph.ingest", IngestJobs(
             Ingester(rag.store, rag.retriever.index, extractor)))
     return jobs
+
+
+def _readers(app: Flask) -> DocumentReaders:
+    """The app's document readers (worker processes started on first use)."""
+    readers = app.extensions.get("glassgraph.documents")
+    if readers is None:
+        config = app.config["GLASSGRAPH"]
+        readers = app.extensions.setdefault("glassgraph.documents", DocumentReaders(config.document_read_s,
+                                                                                    config.document_memory_mb))
+    return readers
 
 
 def _queued(collection: str) -> list[Job]:
@@ -70,14 +81,19 @@ def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
     """``(bytes, declared media type, file name, fields)`` of the request: a multipart ``file`` part or the body."""
     fields = {key: request.args[key] for key in ("title", "name", "chunk_size", "chunk_overlap", "replace")
               if key in request.args}
-    if request.mimetype == "multipart/form-data":
-        part = request.files.get("file")
+    if request.mimetype == MULTIPART:
+        parts = {part.name: part for part in reversed(form_parts(request.content_type, request.get_data(cache=False)))}
+        part = parts.get("file")
         if part is None:
             raise BadRequest("a multipart upload needs a part named 'file' holding the document")
-        fields.update({key: value for key, value in request.form.items()
-                       if key in ("title", "chunk_size", "chunk_overlap", "replace")})
-        declared = part.mimetype if part.mimetype not in ("", "application/octet-stream") else None
-        return part.read(), declared, part.filename or None, fields
+        for key in ("title", "chunk_size", "chunk_overlap", "replace"):
+            if key in parts:
+                try:
+                    fields[key] = parts[key].data.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise BadRequest(f"the form field {key!r} is not UTF-8 text") from None
+        declared = part.media_type if part.media_type not in ("", "application/octet-stream") else None
+        return part.data, declared, part.filename, fields
     declared = request.mimetype if request.mimetype not in ("", "application/octet-stream") else None
     return request.get_data(cache=False), declared, fields.get("name"), fields
 
@@ -121,7 +137,7 @@ def ingest(collection: str) -> Response:
         return jsonify(id=doc_id, status="unchanged", url=url,
                        message="the same bytes are already in this collection: nothing was ingested "
                                "(?replace=true extracts them again)")
-    document = read_document(data, declared, name)
+    document = _readers(current_app).read(data, declared, name)
     chunk_spans(document, options)  # a document over the limits is refused now, not after its 202
     job = _jobs(current_app).submit(Job(doc_id, collection, options.title or document.title or name,
                                         document.media_type), data, document, name, options)

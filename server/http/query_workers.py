@@ -12,23 +12,32 @@ the guard, the protocol's USING graphs, a proof that it parses). The lexer and p
 can be driven to minutes, gigabytes or a stack overflow by a crafted text; in a worker that costs
 the worker, not the server, and runaway queries never delay a write.
 
-At most ``size`` queries run at once and at most ``WAITING_PER_WORKER * size`` more wait for a
-worker, each for at most ``PATIENCE_S``; past either a query is refused with 429 and
-``Retry-After``, so that runaway queries can never hold every thread of the server (health checks,
-writes and GraphRAG keep theirs).
+Serving every client: at most ``size`` queries run at once (``GLASSGRAPH_QUERY_WORKERS``, by default one
+per core); more wait for a worker, each client's in a line of its own, served in turn (``fair_queue``),
+for at most their deadline (then 503). A client is refused (429) only past its fair share,
+``GLASSGRAPH_QUEUE_PER_CLIENT`` queries waiting at once. A query that has used ``GLASSGRAPH_LONG_AFTER``
+seconds of CPU (or run five times that) moves to the long lane (``GLASSGRAPH_LONG_QUERIES`` at once, 429
+past it): its place is given another worker, so runaway and heavy queries never hold the places of short
+ones, and its process runs at a lower priority (``LONG_NICENESS``) until it is done, so they take the
+CPU that short ones leave. CPU time, not time, tells a long query: on a loaded machine short ones take
+longer too. Health checks, writes and GraphRAG have threads of their own.
 
-Freshness: the server counts its writes (``GraphStore.generation``); a task carries the count it
-was sent at, and a worker whose snapshot is older opens a new one first, so a query sent after an
-acknowledged write sees it. Opening a snapshot replays the store's write-ahead log, which grows
-with every write until the server flushes it (after 5,000 trace-sized writes a snapshot took 11 s
-to open, 10 ms after a flush), so the server flushes before a worker opens a new snapshot: the
-flush then holds only the writes since the last one.
+Freshness: the server counts its writes (``StoreBackend.generation``). A query sent after an
+acknowledged write of data (an update, the Graph Store, an ingest) is answered on a snapshot that holds
+it; a worker whose snapshot is older opens a new one first. GraphRAG's traces, written by every
+question, need no new snapshot on a query's path: a renewer thread opens new snapshots in idle
+workers ahead of need, at most every ``RENEW_EVERY_S``, and a worker whose snapshot has missed writes
+for ``STALE_AFTER_S`` renews it before its next query (busy workers are never idle). So /sparql
+shows a trace within about a second; /api/explain and the console read the store itself, at once.
+Opening a snapshot replays the store's write-ahead log, which grows with every write until the
+server flushes it (after 5,000 trace-sized writes a snapshot took 11 s to open, 10 ms after a
+flush), so the server flushes before a worker opens a new snapshot.
 """
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import os
-import queue
 import resource
 import subprocess
 import sys
@@ -38,11 +47,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyoxigraph import Store
 
 from server.config import PROJECT_ROOT
 from server.errors import Busy, GlassgraphError, LimitExceeded, StoreFailed, Unavailable
+from server.http.fair_queue import FairQueue
 from server.http.rdf_output import Answer
 from server.http.sparql_errors import SyntaxProblem
 from server.http.sparql_eval import (
@@ -58,17 +69,36 @@ from server.http.sparql_eval import (
     prepare_update,
 )
 
+if TYPE_CHECKING:
+    from server.store_base import StoreBackend
+
+log = logging.getLogger("glassgraph.queries")
 _START_TIMEOUT_S = 60.0
-WAITING_PER_WORKER = 4
-PATIENCE_S = 5.0  # the longest a query waits for a worker
-PARSES_WAITING = 8
+WAITING_PER_CLIENT = 256  # GLASSGRAPH_QUEUE_PER_CLIENT's default
+QUEUE_WAIT_S = 30.0  # GLASSGRAPH_QUEUE_WAIT's default: the longest a query waits for a worker
+LONG_AFTER_S = 1.0  # GLASSGRAPH_LONG_AFTER's default: a query that has used this much CPU is a long one
+_LONG_CHECK_S = 0.25  # how often a running query's CPU time is read
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+LONG_NICENESS = 10  # the scheduling priority of a long query's process (higher: less CPU)
+RENEW_EVERY_S = 0.2  # the most often idle workers are given new snapshots after writes
+STALE_AFTER_S = 1.0  # the longest a busy worker answers on a snapshot that misses a trace
+SERVER_CLIENT = "(server)"  # the client key of the server's own jobs (update parses, uploads)
 _PARENT_CHECK_S = 1.0
 _OPEN_ATTEMPTS, _OPEN_RETRY_S = 10, 0.01  # the n-th retry waits n times _OPEN_RETRY_S
 _STEPS: dict[str, Callable[[object], object]] = {  # a worker's jobs other than a query, by name
     "check": lambda task: check_query(task, whole_parse=True),  # the guard, for a remote engine's query
     "syntax": check_syntax,  # the console editor's marks
     "update": prepare_update,
+    "document": lambda task: _read_document(*task),  # an upload's text (server.http.document_readers)
 }
+# A job: ("query", generation, QueryTask), ("renew", generation), or a step's name and its task
+
+
+def _read_document(data: bytes, declared: str | None, name: str | None) -> object:
+    """``formats.read_document``, imported on a worker's first document (query workers never load pypdf)."""
+    from server.ingest.formats import read_document
+
+    return read_document(data, declared, name)
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -91,12 +121,12 @@ class _Snapshot:
         old snapshot) is tried once more on a new snapshot.
         """
         try:
-            return answer_query(self._open(generation), task)
+            return answer_query(self.open(generation), task)
         except StoreFailed:
             self.store = None
-        return answer_query(self._open(generation), task)
+        return answer_query(self.open(generation), task)
 
-    def _open(self, generation: int) -> Store:
+    def open(self, generation: int) -> Store:
         """A snapshot at ``generation``. Opening races the server's compactions (a file the manifest
         names can be gone a moment later), so a failed open is tried again a few times."""
         if self.store is not None and self.generation == generation:
@@ -129,6 +159,9 @@ def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes
         try:
             if job[0] == "query":
                 result = snapshot.answer(*job[1:])
+            elif job[0] == "renew":
+                snapshot.open(job[1])
+                result = None
             else:
                 result = _STEPS[job[0]](job[1])
             replies.send(("ok", result))
@@ -145,6 +178,7 @@ class _Worker:
 
     def __init__(self, store_path: Path | None, memory_bytes: int) -> None:
         self.generation = -1  # of the snapshot the process holds
+        self.renewed_at = time.monotonic()  # when it last held the store's latest generation
         task_read, task_write = os.pipe()
         reply_read, reply_write = os.pipe()
         self.process = subprocess.Popen(
@@ -163,11 +197,22 @@ class _Worker:
             self.kill()
             raise Unavailable("a query worker process did not start; try again") from None
 
-    def ask(self, job: tuple, deadline_s: float) -> object:
-        """The result of ``job``; kills the process when the deadline passes or the process dies."""
+    def ask(self, job: tuple, deadline_s: float, on_long: Callable[[], None] | None = None,
+            long_after_s: float = LONG_AFTER_S) -> object:
+        """The result of ``job``; kills the process when the deadline passes or the process dies.
+        ``on_long`` is called once the job is a long one, when it has used ``long_after_s`` of CPU (not of
+        time: on a loaded machine short jobs take longer too, and a lowered priority would starve them);
+        if it raises, the job is stopped."""
         try:
             self.tasks.send(job)
-            if not self.replies.poll(deadline_s):
+            started, cpu_before = time.monotonic(), self.cpu_seconds()
+            while on_long is not None and not self.replies.poll(min(_LONG_CHECK_S, deadline_s)):
+                if time.monotonic() - started >= deadline_s:
+                    break
+                if self.cpu_seconds() - cpu_before >= long_after_s:
+                    self._went_long(on_long)
+                    on_long = None  # once
+            if not self.replies.poll(max(deadline_s - (time.monotonic() - started), 0)):
                 self.kill()
                 raise deadline_exceeded(deadline_s)
             reply = self.replies.recv()
@@ -181,6 +226,26 @@ class _Worker:
             return reply[1]
         raise reply[1]
 
+    def _went_long(self, on_long: Callable[[], None]) -> None:
+        try:
+            on_long()
+        except BaseException:
+            self.kill()
+            raise
+
+    def cpu_seconds(self) -> float:
+        """The CPU time the process has used (Linux: /proc); 0 where that cannot be read."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+    def renewed(self, generation: int) -> None:
+        """The process answers on a snapshot at ``generation`` now."""
+        if generation != self.generation:
+            self.generation, self.renewed_at = generation, time.monotonic()
+
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -192,102 +257,229 @@ class _Worker:
         self.replies.close()
 
 
-class _Slots:
-    """``size`` workers handed out one job at a time, with at most ``waiting`` callers waiting, each
-    at most ``PATIENCE_S``; ``busy`` is the refusal past either."""
+class _Pool:
+    """Places for workers, handed out fairly between clients (``FairQueue``); a place holds a started
+    worker or None (a spare worker, else a new one, is put in when the place is first used)."""
 
-    def __init__(self, size: int, waiting: int, start: Callable[[], _Worker], busy: str) -> None:
-        self._start, self._busy = start, busy
-        self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
-        for _ in range(size):
-            self._idle.put(None)  # a free slot whose process is started on first use
-        self._waiting = threading.BoundedSemaphore(waiting)
-        self._closed = False
+    def __init__(self, size: int, per_client: int, start: Callable[[], _Worker], what: str) -> None:
+        self._start, self._size = start, size
+        self.places: FairQueue[_Worker | None] = FairQueue([None] * size, per_client, what)
+        self._spares: list[_Worker] = []  # workers back from the long lane, waiting for an empty place
+        self._spares_lock = threading.Lock()
+
+    def prestart(self) -> None:
+        """Put a started worker in every empty free place."""
+        for worker in self.places.take_all_free():
+            try:
+                if worker is None or not worker.alive:
+                    worker = self._spare_or_new()
+            except GlassgraphError:
+                worker = None  # started again when the place is used
+            self.places.put(worker)
+
+    def add_spare(self, worker: _Worker) -> None:
+        """Keep ``worker`` for the next empty place (starting a process costs more than a query)."""
+        with self._spares_lock:
+            if len(self._spares) < self._size:
+                self._spares.append(worker)
+                return
+        worker.kill()
+
+    def _spare_or_new(self) -> _Worker:
+        with self._spares_lock:
+            while self._spares:
+                worker = self._spares.pop()
+                if worker.alive:
+                    return worker
+        return self._start()
 
     @contextmanager
-    def worker(self) -> Iterator[_Worker]:
-        """A worker for one job, started if its slot has none, put back afterwards if it lives."""
-        worker = self.take()
+    def worker(self, client: str, wait_s: float) -> Iterator[_Worker]:
+        """A worker for one job, put back afterwards if it lives."""
+        worker = self.take(client, wait_s)
         try:
             yield worker
         finally:
             self.give_back(worker)
 
-    def take(self) -> _Worker:
-        """A worker, started if its slot has none; the caller must ``give_back`` it."""
-        worker = self._take()
+    def take(self, client: str, wait_s: float) -> _Worker:
+        """A worker, started if its place has none; the caller must ``give_back`` it."""
+        worker = self.places.take(client, wait_s)
         try:
-            return worker if worker is not None else self._start()
+            return worker if worker is not None and worker.alive else self._spare_or_new()
         except BaseException:
-            self._idle.put(None)
+            self.places.put(None)
             raise
 
     def give_back(self, worker: _Worker) -> None:
-        self._idle.put(worker if worker.alive else None)
-
-    def _take(self) -> _Worker | None:
-        busy = Busy(f"{self._busy}: try again shortly ({PATIENCE_S:g} s is the longest wait)", {"Retry-After": "5"})
-        if self._closed or not self._waiting.acquire(blocking=False):
-            raise busy
-        try:
-            return self._idle.get(timeout=PATIENCE_S)
-        except queue.Empty:
-            raise busy from None
-        finally:
-            self._waiting.release()
+        self.places.put(worker if worker.alive else None)
 
     def close(self) -> None:
-        self._closed = True
-        while True:
-            try:
-                worker = self._idle.get_nowait()
-            except queue.Empty:
-                return
+        with self._spares_lock:
+            spares, self._spares = self._spares, []
+        for worker in [*self.places.close(), *spares]:
             if worker is not None:
                 worker.kill()
 
 
-class QueryWorkers:
-    """``size`` worker processes for clients' queries and one more for parse checks (so that
-    runaway queries never hold up writes) over the on-disk store at ``store_path``; see the module
-    docstring. With no ``store_path`` (a remote engine evaluates the queries) the query workers only check
-    queries (``check_query``) and open no snapshot."""
+class _LongLane:
+    """Long queries (see ``_Worker.ask``): at most ``size`` at once, each moved
+    out of the way of short ones (see ``_Place.move_aside``)."""
 
-    def __init__(self, store_path: Path | None, size: int, memory_mb: int, flush: Callable[[], None]) -> None:
-        """``flush`` persists the server's recent writes (``GraphStore.flush``)."""
-        self.flush = flush
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._places = threading.BoundedSemaphore(size) if size > 0 else None
+
+    def enter(self) -> None:
+        """Admit one long query; 429 when ``size`` of them run already."""
+        if self._places is None or not self._places.acquire(blocking=False):
+            raise Busy(f"{self.size} long-running queries are running already (GLASSGRAPH_LONG_QUERIES): this "
+                       "one was stopped when it became one; try it again later", {"Retry-After": "10"})
+
+    def leave(self) -> None:
+        assert self._places is not None
+        self._places.release()
+
+
+class _Place:
+    """A worker's place in the pool, held for one job; ``release`` when the job is over."""
+
+    def __init__(self, pool: _Pool, lane: _LongLane, worker: _Worker, lower_priority: bool) -> None:
+        self.pool, self.lane, self.worker, self.lower_priority = pool, lane, worker, lower_priority
+        self._lock = threading.Lock()
+        self._moved = self._released = False
+
+    def move_aside(self) -> None:
+        """The job has become a long one: it goes to the long lane (429 when that is full), its place
+        gets a new worker for short jobs, and its own process runs at a lower priority."""
+        with self._lock:
+            if self._released:
+                return
+            self.lane.enter()
+            log.info("a query moved to the long lane (worker process %d)", self.worker.process.pid)
+            self._moved = True
+            self.pool.places.put(None)
+        if self.lower_priority:
+            try:
+                os.setpriority(os.PRIO_PROCESS, self.worker.process.pid, LONG_NICENESS)
+            except OSError:  # the process has just ended: its answer is on its way
+                pass
+
+    def release(self) -> None:
+        """Give the worker back; after a long job, keep it as a spare at its priority again (its place was
+        given a new one), or stop it where the priority cannot be raised again (no CAP_SYS_NICE)."""
+        with self._lock:
+            self._released = True
+            if not self._moved:
+                self.pool.give_back(self.worker)
+                return
+        self.lane.leave()
+        try:
+            if self.lower_priority and self.worker.alive:
+                os.setpriority(os.PRIO_PROCESS, self.worker.process.pid, 0)
+        except OSError:
+            self.worker.kill()
+            return
+        if self.worker.alive:
+            self.pool.add_spare(self.worker)
+
+
+class QueryWorkers:
+    """Worker processes for clients' queries over the on-disk store at ``store_path``, and one more for
+    the parse checks of updates (so that runaway queries never hold up writes); see the module docstring.
+    With no ``store_path`` (a remote engine evaluates the queries) the query workers only check queries
+    (``check_query``) and open no snapshot.
+
+    ``store`` tells the generations (``StoreBackend.generation``, ``data_generation``) and flushes the
+    server's recent writes before a snapshot is opened.
+    """
+
+    def __init__(self, store_path: Path | None, size: int, memory_mb: int, store: StoreBackend,
+                 long_queries: int = 0, per_client: int = WAITING_PER_CLIENT, long_after_s: float = LONG_AFTER_S,
+                 queue_wait_s: float = QUEUE_WAIT_S) -> None:
+        self.store, self.long_after_s, self.queue_wait_s = store, long_after_s, queue_wait_s
 
         def start() -> _Worker:
             return _Worker(store_path, memory_mb * 1024 * 1024)
 
-        self._queries = _Slots(size, WAITING_PER_WORKER * size, start,
-                               "every query worker is busy (GLASSGRAPH_QUERY_WORKERS) with queries waiting")
-        self._parser = _Slots(1, PARSES_WAITING, start, f"{PARSES_WAITING} requests are waiting for a parse check")
+        self._queries = _Pool(size, per_client, start, "a query worker (GLASSGRAPH_QUERY_WORKERS)")
+        self._parser = _Pool(1, per_client, start, "the parse worker")
+        self._long = _LongLane(long_queries)
+        self._flushed = threading.Lock()
+        self._renewer = None if store_path is None else _Renewer(self)
 
-    def run(self, task: QueryTask, generation: int, deadline_s: float) -> Answer:
-        """``task``'s answer; 422 past ``deadline_s``; 429 when the queue is full or no worker came free in time."""
-        with self._queries.worker() as worker:
-            if worker.generation != generation:
-                self.flush()
-            answer = worker.ask(("query", generation, task), deadline_s)
-            worker.generation = generation
+    def prestart(self) -> None:
+        """Start every worker now, in the background, so that the first queries find them ready (a start takes
+        0.3 s on an idle machine, seconds on a loaded one); otherwise each starts on first use."""
+        def start() -> None:
+            self._parser.prestart()
+            self._queries.prestart()
+
+        threading.Thread(target=start, name="query-workers-start", daemon=True).start()
+
+    def run(self, task: QueryTask, client: str, deadline_s: float) -> Answer:
+        """``task``'s answer (see the module docstring for the snapshot); 422 past ``deadline_s``; 503 when
+        no worker came free within it; 429 past ``client``'s fair share or a full long lane."""
+        worker = self._queries.take(client, self.queue_wait_s)
+        place = _Place(self._queries, self._long, worker, lower_priority=True)
+        try:
+            generation = self._generation_for(worker, self._required(worker))
+            answer = worker.ask(("query", generation, task), deadline_s, place.move_aside, self.long_after_s)
+            worker.renewed(generation)
             return answer
+        finally:
+            place.release()
 
-    def check_and_forward(self, task: QueryTask, deadline_s: float,
+    def renew_idle(self) -> int:
+        """Open a snapshot of the latest writes in each free worker whose snapshot is older (done by the
+        renewer ahead of need, so that a query seldom waits for one); the number renewed."""
+        renewed = 0
+        for worker in self._queries.places.take_all_free():
+            try:
+                if worker is not None and worker.alive and worker.generation < self.store.generation:
+                    generation = self._generation_for(worker, self.store.generation)
+                    worker.ask(("renew", generation), _START_TIMEOUT_S)
+                    worker.renewed(generation)
+                    renewed += 1
+            except GlassgraphError:
+                pass  # the worker is dead: its place starts a new one when next used
+            finally:
+                self._queries.places.put(worker if worker is not None and worker.alive else None)
+        return renewed
+
+    def _required(self, worker: _Worker) -> int:
+        """The oldest snapshot ``worker`` may answer a query on: every write of data, and every trace once
+        its snapshot has missed writes for ``STALE_AFTER_S``."""
+        if time.monotonic() - worker.renewed_at >= STALE_AFTER_S:
+            return self.store.generation
+        return self.store.data_generation
+
+    def _generation_for(self, worker: _Worker, required: int) -> int:
+        """The generation ``worker`` answers at: its snapshot's if new enough, else the store's latest
+        (the server's writes flushed first, so that opening the snapshot replays little)."""
+        if worker.generation >= required:
+            return worker.generation
+        generation = self.store.generation
+        self.store.flush()
+        return generation
+
+    def check_and_forward(self, task: QueryTask, client: str, deadline_s: float,
                           forward: Callable[[CheckedQuery], Answer]) -> Answer:
-        """``sparql_eval.check_query`` in a query worker, then ``forward`` (a remote engine evaluates the query)
-        on a thread of its own that keeps the worker's place until the engine has answered; 422 at
-        ``deadline_s`` even if it has not. The engine's timeout does not stop every query (Oxigraph sorts
-        on past it): such a query keeps its place as long as the engine works on it, so the engine runs at
-        most ``size`` of this process's queries at once and more are refused here (429). Never behind an
-        update's parse."""
-        worker = self._queries.take()
+        """``sparql_eval.check_query`` in a query worker, then ``forward`` (a remote engine evaluates the query) on a
+        thread of its own that keeps the worker's place until the engine has answered; 422 at ``deadline_s``
+        even if it has not. The engine's timeout does not stop every query (Oxigraph sorts on past it): such
+        a query keeps a place as long as the engine works on it, in the long lane once it has run
+        ``long_after_s`` (the engine's time, not this process's CPU), so the engine runs at most ``size``
+        short and ``GLASSGRAPH_LONG_QUERIES`` long queries of this process at once. Never behind an update's
+        parse."""
+        worker = self._queries.take(client, self.queue_wait_s)
         try:
             checked = worker.ask(("check", task), deadline_s)
         except BaseException:
             self._queries.give_back(worker)
             raise
         answered: concurrent.futures.Future[Answer] = concurrent.futures.Future()
+        place = _Place(self._queries, self._long, worker, lower_priority=False)
 
         def run() -> None:
             try:
@@ -296,30 +488,54 @@ class QueryWorkers:
                 error.__context__ = error.__cause__ = None  # the frames that hold the engine's result: pyoxigraph's
                 answered.set_exception(error.with_traceback(None))  # objects may only be dropped on this thread
             finally:
-                self._queries.give_back(worker)
+                place.release()
 
         threading.Thread(target=run, name="engine-query", daemon=True).start()
         try:
-            return answered.result(timeout=deadline_s)
+            return answered.result(timeout=min(self.long_after_s, deadline_s))
+        except concurrent.futures.TimeoutError:
+            place.move_aside()
+        try:
+            return answered.result(timeout=max(deadline_s - self.long_after_s, 0))
         except concurrent.futures.TimeoutError:
             raise deadline_exceeded(deadline_s) from None
 
     def prepare_update(self, task: UpdateTask, deadline_s: float) -> PreparedUpdate:
         """``sparql_eval.prepare_update`` in the parse worker: a text that would take the lexer or the
         parser past the deadline, the memory cap or the stack costs that worker, not the server (422)."""
-        with self._parser.worker() as worker:
+        with self._parser.worker(SERVER_CLIENT, self.queue_wait_s) as worker:
             return worker.ask(("update", task), deadline_s)
 
-    def check_syntax(self, task: CheckTask, deadline_s: float) -> SyntaxProblem | None:
+    def check_syntax(self, task: CheckTask, client: str, deadline_s: float) -> SyntaxProblem | None:
         """``sparql_eval.check_syntax`` in a query worker (a check is as costly as a query's parse, and
         the editor sends one per pause in typing: it must not hold up the updates' parse worker)."""
-        with self._queries.worker() as worker:
+        with self._queries.worker(client, self.queue_wait_s) as worker:
             return worker.ask(("syntax", task), deadline_s)
 
     def close(self) -> None:
         """Stop every worker (the server is shutting down)."""
+        if self._renewer is not None:
+            self._renewer.stop()
         self._queries.close()
         self._parser.close()
+
+
+class _Renewer:
+    """A thread that renews idle workers' snapshots after writes, at most every ``RENEW_EVERY_S``: a write
+    then costs the next queries nothing, and readers see the server's GraphRAG traces within about that
+    time (their own at once: ``StoreBackend.required_generation``)."""
+
+    def __init__(self, workers: QueryWorkers) -> None:
+        self._workers = workers
+        self._stopped = threading.Event()
+        threading.Thread(target=self._loop, name="snapshot-renewer", daemon=True).start()
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(RENEW_EVERY_S):
+            self._workers.renew_idle()
+
+    def stop(self) -> None:
+        self._stopped.set()
 
 
 if __name__ == "__main__":

@@ -21,7 +21,14 @@ from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 from server.config import Config
 from server.errors import BadRequest, UnsupportedMediaType
 from server.http.body import form_fields
-from server.http.context import current_config, current_queries, current_store, notify_written, require_write_access
+from server.http.context import (
+    current_client,
+    current_config,
+    current_queries,
+    current_store,
+    notify_written,
+    require_write_access,
+)
 from server.http.federation import ServiceLimits, relayed
 from server.http.linked_data import linked_data_response, requested_accept
 from server.http.negotiation import GRAPH_MEDIA
@@ -127,9 +134,10 @@ def evaluate_query(operation: Operation) -> Response:
     store, workers = current_store(), current_queries()
     if isinstance(store, RemoteStore):
         task = replace(task, deadline_s=config.query_deadline_s)
-        answer = workers.check_and_forward(task, config.query_deadline_s, partial(forward_query, store, task))
+        answer = workers.check_and_forward(task, current_client(), config.query_deadline_s,
+                                           partial(forward_query, store, task))
     elif workers is not None:
-        answer = workers.run(task, store.generation, config.query_deadline_s)
+        answer = workers.run(task, current_client(), config.query_deadline_s)
     else:
         answer = answer_query(store.raw, replace(task, deadline_s=config.query_deadline_s))
     return answer_response(answer)

@@ -51,9 +51,28 @@ def _last_cut(level: int, size: int) -> re.Pattern[str]:
     return re.compile(rf"(?s:(.{{1,{size}}}))(?:{_CUTS[level]})")
 
 
-def split(text: str, size: int = 2000, overlap: int = 100) -> list[Span]:
+class TooManyChunks(Exception):
+    """The text makes more chunks than the ``limit`` given to :func:`split` (found while splitting)."""
+
+
+class _Ranges(list):
+    """The chunks found so far; one past ``limit`` is refused as it is found, so that memory never
+    holds more than ``limit`` of them (chunk size 1 over 3 MB of text would make 3 million)."""
+
+    def __init__(self, limit: int | None) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def append(self, item: tuple[int, int]) -> None:
+        if self.limit is not None and len(self) >= self.limit:
+            raise TooManyChunks(f"the text makes more than {self.limit} chunks")
+        super().append(item)
+
+
+def split(text: str, size: int = 2000, overlap: int = 100, limit: int | None = None) -> list[Span]:
     """The chunks of ``text``: at most ``size`` characters each, consecutive ones sharing at most
-    ``overlap``; ``[]`` for blank text. ``ValueError`` unless ``1 <= size`` and ``0 <= overlap < size``."""
+    ``overlap``; ``[]`` for blank text. ``ValueError`` unless ``1 <= size`` and ``0 <= overlap < size``;
+    ``TooManyChunks`` as soon as a chunk past ``limit`` is found."""
     if size < 1:
         raise ValueError(f"chunk size must be at least 1, not {size}")
     if not 0 <= overlap < size:
@@ -61,7 +80,7 @@ def split(text: str, size: int = 2000, overlap: int = 100) -> list[Span]:
     first = _NON_SPACE.search(text)
     if first is None:
         return []
-    ranges: list[tuple[int, int]] = []
+    ranges = _Ranges(limit)
     _split_range(text, first.start(), len(text.rstrip()), 0, size, overlap, ranges)
     spans = []
     for start, end in ranges:  # each starts on a non-space character; trailing white space goes

@@ -19,17 +19,17 @@ from pyoxigraph import Literal, NamedNode, Quad, Triple
 from server import vocab
 from server.errors import LimitExceeded, LLMFailed
 from server.ingest.catalog import delete_document, existing_document, list_documents
-from server.ingest.chunking import Span, split
+from server.ingest.chunking import Span, TooManyChunks, split
 from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all, prompt_versions
 from server.ingest.facts import FactBuilder
-from server.ingest.formats import Document, Page, read_document
+from server.ingest.formats import MAX_PAGES, Document, Page, read_document
 from server.rag.label_index import LabelIndex
 from server.store_base import StoreBackend
 from server.vocab import DC, PROV, RDFS, TG
 
 ID_LENGTH = 20  # hex digits of the sha256 in a document's IRI
-MAX_PAGES = 10_000  # per document, in every format: 200 KB of '<h1>a</h1>' made 20,000 pages (+770 MB)
-MAX_CHUNKS = 20_000  # per document: 40 MB of text at the default size; chunk size 1 made 100,000 (+1.7 GB)
+MAX_CHUNKS = 20_000  # per document: 40 MB of text at the default size; counted while splitting (chunk size 1
+# over 3 MB of text made 3 million spans, +590 MB, before the count)
 EXTRACTOR = "kg-extract (relationships, definitions)"
 MENTIONS_ONLY = "kg-extract (label mentions only: no LLM configured)"
 
@@ -92,11 +92,12 @@ def chunk_spans(document: Document, options: IngestOptions) -> list[tuple[Page, 
                             "one document may have")
     found: list[tuple[Page, int, Span]] = []
     for page in document.pages:
-        found += [(page, index, span) for index, span in
-                  enumerate(split(page.text, options.chunk_size, options.chunk_overlap), start=1)]
-        if len(found) > MAX_CHUNKS:
+        try:  # counted while splitting: the spans held never pass MAX_CHUNKS
+            spans = split(page.text, options.chunk_size, options.chunk_overlap, limit=MAX_CHUNKS - len(found))
+        except TooManyChunks:
             raise LimitExceeded(f"the document makes more than {MAX_CHUNKS} chunks of {options.chunk_size} "
-                                "characters: split it, or use a larger --chunk-size")
+                                "characters: split it, or use a larger --chunk-size") from None
+        found += [(page, index, span) for index, span in enumerate(spans, start=1)]
     return found
 
 

@@ -30,12 +30,15 @@ from pathlib import PurePath
 from pypdf import PdfReader
 from pypdf.errors import LimitReachedError
 
-from server.errors import UnreadableDocument, UnsupportedDocument
+from server.errors import LimitExceeded, UnreadableDocument, UnsupportedDocument
 
 PLAIN, MARKDOWN, HTML, PDF = "text/plain", "text/markdown", "text/html", "application/pdf"
 MEDIA_TYPES = (PLAIN, MARKDOWN, HTML, PDF)
 MAX_PDF_PAGES = 10_000
-MAX_PDF_SECONDS = 30.0  # of text extraction: pages may share one huge content stream (100 x 1 MB read in 7 s)
+MAX_PAGES = 10_000  # pages (sections) of one document in every format, counted while reading: 2.5 million Markdown
+# headings took 15 s and +1.2 GB before a count of the pages made
+MAX_PDF_SECONDS = 30.0  # of text extraction, checked between pages (100 x 1 MB read in 7 s); an upload's reader
+# is killed at GLASSGRAPH_DOCUMENT_SECONDS whatever it reads (server.http.document_readers)
 READ_FORMATS = "plain text, Markdown, HTML and PDF"
 
 _EXTENSIONS = {".txt": PLAIN, ".text": PLAIN, ".md": MARKDOWN, ".markdown": MARKDOWN, ".html": HTML,
@@ -244,6 +247,8 @@ def _read_markdown(text: str) -> Document:
                     and not match["info"].strip():
                 fence = ""
         elif match["hashes"] and not fence:
+            if len(starts) > MAX_PAGES:  # each heading starts a page (its line is not blank)
+                raise _too_many_pages()
             heading = _heading_text(match["heading"] or "")
             starts.append((match.start(), heading))
             if title is None and len(match["hashes"]) == 1:
@@ -260,6 +265,10 @@ def _heading_text(line: str) -> str | None:
     if unclosed != text and (not unclosed or unclosed[-1] in " \t"):
         text = unclosed.rstrip()
     return text or None
+
+
+def _too_many_pages() -> LimitExceeded:
+    return LimitExceeded(f"the document has more than the {MAX_PAGES} pages (sections) one document may have")
 
 
 def _numbered(sections: list[tuple[str | None, str]]) -> list[Page]:
@@ -432,5 +441,9 @@ class _VisibleText:
     def end_section(self) -> None:
         """Close the section being read (at a heading, and at the end of the document)."""
         self._end_line()
-        self.sections.append((self._section_heading, "\n".join(self._lines)))
+        text = "\n".join(self._lines)
+        if text.strip():  # a blank section is no page
+            if len(self.sections) == MAX_PAGES:
+                raise _too_many_pages()
+            self.sections.append((self._section_heading, text))
         self._section_heading, self._lines, self._paragraph_ended = None, [], False

@@ -1,0 +1,84 @@
+"""bench/load_http.py's accounting, fed real responses from servers on loopback: a refusal (429, 503) is
+not an answer, answers/s counts answers only, and the summary line fails when anything was refused."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+import requests
+from loopback_listener import LoopbackListener
+
+from server.config import PROJECT_ROOT
+
+if str(PROJECT_ROOT) not in sys.path:
+    sys.path.append(str(PROJECT_ROOT))  # bench/ is not installed: it is imported from the checkout
+from bench import load_http  # noqa: E402
+
+SSE_ANSWER = (b'data: {"explain_id": "urn:trustgraph:session:1", "explain_kind": "session"}\n\n'
+              b'data: {"response": "Paris.", "end_of_session": true}\n\n')
+
+
+@pytest.fixture
+def servers():
+    """Four endpoints on loopback: one answers 200, one 429 (busy), one 503 (unavailable), one 500."""
+    listeners = {status: LoopbackListener(status=status, headers={"Retry-After": "1"})
+                 for status in (200, 429, 503, 500)}
+    yield listeners
+    for listener in listeners.values():
+        listener.close()
+
+
+def test_refusals_are_counted_apart_from_answers_and_fail_the_summary(servers) -> None:
+    calls = [(2, load_http.sparql_call(servers[200].url))] + [
+        (1, load_http.sparql_call(servers[status].url)) for status in (429, 503, 500)]
+    samples, elapsed = load_http.run_phase(3, 0.3, calls)
+    counted = load_http.Outcomes.of(samples)
+
+    assert counted.requests == len(samples) == sum(len(listener.calls) for listener in servers.values())
+    assert counted.answers == len(servers[200].calls) > 0
+    assert counted.refusals == len(servers[429].calls) + len(servers[503].calls) > 0
+    assert counted.errors == len(servers[500].calls) > 0
+    assert len(counted.answer_ms) == counted.answers  # latencies are the answers' only
+    assert counted.answers_per_s(elapsed) == pytest.approx(len(servers[200].calls) / elapsed)
+
+    passed, line = load_http.verdict([load_http.Measured("sparql", "glassgraph", 3, counted, elapsed)], [], [])
+    assert not passed
+    assert line.startswith("FAIL")
+    assert f"answered {counted.answers} of {counted.requests}" in line
+    assert f"{counted.refusals} refused" in line
+
+
+def test_a_run_with_every_request_answered_passes_and_oxigraphs_refusals_are_not_glassgraphs(servers) -> None:
+    answered, elapsed = load_http.run_phase(2, 0.2, [(1, load_http.sparql_call(servers[200].url))])
+    refused, _ = load_http.run_phase(2, 0.2, [(1, load_http.sparql_call(servers[429].url))])
+    glassgraph = load_http.measure("sparql", "glassgraph", 2, answered, elapsed)
+    baseline = load_http.measure("sparql", "oxigraph serve", 2, refused, elapsed)
+
+    passed, line = load_http.verdict([glassgraph, baseline], [], [])
+    assert passed, line
+    assert line.startswith("PASS")
+    assert glassgraph.rate > 0 and baseline.rate == 0
+
+
+def base(listener: LoopbackListener) -> str:
+    return listener.url.removesuffix("/sparql")  # a listener answers every path alike
+
+
+def test_a_refused_question_is_a_refusal_and_an_answer_whose_trace_does_not_read_back_is_lost(servers) -> None:
+    streamed = LoopbackListener(reply=SSE_ANSWER, content_type="text/event-stream")
+    explained = LoopbackListener(reply=b'{"status": "answered"}', content_type="application/json")
+    try:
+        with requests.Session() as session:
+            samples = [load_http.graph_rag_call(base(listener))(session, 0)
+                       for listener in (streamed, servers[429], servers[200])]  # the last: no session in its answer
+        counted = load_http.Outcomes.of(samples)
+        assert (counted.answers, counted.refusals, counted.errors) == (2, 1, 0)
+        assert samples[0].session == "urn:trustgraph:session:1" and samples[0].complete
+
+        lost = load_http.lost_traces(base(explained), samples)
+        assert len(lost) == 1 and "without a session id" in lost[0]
+        assert explained.calls == ["GET /api/explain?id=urn%3Atrustgraph%3Asession%3A1 HTTP/1.1"]
+        assert len(load_http.lost_traces(base(servers[500]), samples)) == 2  # the trace does not read back
+    finally:
+        streamed.close()
+        explained.close()
