@@ -31,7 +31,7 @@ ENGINE_TIMEOUT_S = 60  # oxigraph serve --timeout-s: longer than any test's own 
 
 BROWSER_FIXTURES = {"page", "browser"}
 REMOTE_FIXTURES = {"engine"}
-SLOW_FIXTURES = {"production", "glassgraph"}  # modules' fixtures that start the production command (gunicorn)
+SLOW_FIXTURES = {"production", "impatient", "glassgraph"}  # modules' fixtures starting the production command
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -293,11 +293,11 @@ BIG_QUERY = ("SELECT ?a ?b ?padded WHERE { VALUES ?a { " + " ".join(map(str, ran
 
 
 @pytest.fixture(scope="module")
-def impatient(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iterator[ProductionServer]:
+def impatient(tmp_path_factory: pytest.TempPathFactory, module_llm: ScriptedLLM) -> Iterator[ProductionServer]:
     """A server that drops a response after ``SEND_TIMEOUT_S`` without progress, with one GraphRAG answer slot."""
     env = {"GLASSGRAPH_SEND_TIMEOUT": str(SEND_TIMEOUT_S), "GLASSGRAPH_MAX_ANSWERS": "1",
-           "GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": llm.base_url, "GLASSGRAPH_LLM_API_KEY": "test",
-           "GLASSGRAPH_LLM_MODEL": llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
+           "GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": module_llm.base_url, "GLASSGRAPH_LLM_API_KEY": "test",
+           "GLASSGRAPH_LLM_MODEL": module_llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
     server = ProductionServer(tmp_path_factory.mktemp("impatient") / "store", env)
     try:
         put = requests.put(server.url + "/store", params={"graph": vocab.collection_graph("default").value},
