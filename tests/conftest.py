@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 from console_browser import browser, console_url, page, session_iri  # noqa: F401  (fixtures: the console in Chromium)
+from extraction_llm import llm  # noqa: F401  (fixture: the scripted server answering extraction and GraphRAG)
+from live_server import LiveServer, Serving, serving  # noqa: F401  (fixture: live servers closed after the test)
 from oxigraph_server import OxigraphServer
-from scripted_llm import scripted_llm  # noqa: F401  (fixture: scripted OpenAI-compatible server)
+from scripted_llm import module_llm, scripted_llm  # noqa: F401  (fixtures: scripted OpenAI-compatible server)
 
 from server.config import SAMPLE_DATA
 from server.ingest.load import build_store, load_file
@@ -25,6 +27,27 @@ from server.store_base import StoreBackend
 
 BACKENDS = ("embedded", "remote")
 ENGINE_TIMEOUT_S = 60  # oxigraph serve --timeout-s: longer than any test's own deadline
+
+
+BROWSER_FIXTURES = {"page", "browser"}
+REMOTE_FIXTURES = {"engine"}
+SLOW_FIXTURES = {"production", "impatient", "glassgraph"}  # modules' fixtures starting the production command
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers by what a test uses, so that a new test is marked without naming them: ``browser`` for the
+    Chromium fixtures, ``remote`` for the remote backend or the session's engine; ``browser`` and ``kill``
+    tests and those on a production server are ``slow`` too (the fast command, ``-m "not slow"``, leaves
+    them out)."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if fixtures & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        if fixtures & REMOTE_FIXTURES or params.get("store_backend") == "remote":
+            item.add_marker(pytest.mark.remote)
+        if fixtures & SLOW_FIXTURES or item.get_closest_marker("browser") or item.get_closest_marker("kill"):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -105,6 +128,16 @@ def sample_store(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -
     yield remote
     remote.close()
     server.close()
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest, store_backend: str) -> LiveServer:
+    """The app on a live loopback server over the module's ``SERVER_STORE`` (the name of a store fixture;
+    ``france_store`` if unset) with its ``SERVER_SETTINGS`` (Config fields; none if unset). It names
+    ``store_backend`` so that a module with ``BOTH_BACKENDS`` runs its tests on both."""
+    store = request.getfixturevalue(getattr(request.module, "SERVER_STORE", "france_store"))
+    start: Serving = request.getfixturevalue("serving")
+    return start(store, **getattr(request.module, "SERVER_SETTINGS", {}))
 
 
 @pytest.fixture

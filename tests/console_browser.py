@@ -5,6 +5,10 @@ loopback port, Debian's Chromium driven by Playwright, and screenshots at 1280x8
 conftest makes the fixtures available to every test module; a browser test module sets
 ``pytestmark = requires_chromium``. The ``page`` fixture fails its test on a script error, on anything the
 Content-Security-Policy refused, on a failed request and on any request to another host than the app's.
+
+Tests synchronize on the page, never on time: ``wait_idle`` waits for the page's own idle signal (no
+request of its scripts in flight: ``static/idle.js``), and the helpers wait for it before they navigate
+or return what a request shows. A request the test's own navigation aborted is not a failure.
 """
 from __future__ import annotations
 
@@ -29,6 +33,8 @@ SIZES = ((1280, 800), (390, 844))
 QUESTION = "What is the capital of France?"
 WAIT_MS = 30_000  # upper bound for a page event; the tests wait for content, never measure time
 CSP_REFUSAL = "Content Security Policy"  # in Chromium's console error for anything the policy blocked
+ABORTED = "net::ERR_ABORTED"
+IDLE = 'html[data-requests="0"]'  # static/idle.js: no fetch of the page in flight
 
 requires_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed "
                                                                           f"at {CHROMIUM} (apt-get install chromium)")
@@ -68,28 +74,70 @@ def _failure(request: object) -> str:
     return f"{request.method} {request.url}: {request.failure}"
 
 
+class Failures:
+    """The tab's failed requests, but for those the test itself aborted by leaving the page: a request
+    that fails with ``net::ERR_ABORTED`` after the tab began another document (a navigation request of
+    its main frame) or after the test ended (the tab closing)."""
+
+    def __init__(self, tab: object) -> None:
+        self.failed: list[str] = []
+        self.closing = False
+        self._documents = 0  # navigation requests of the main frame so far
+        self._started: dict[object, int] = {}  # request -> documents when it started
+        tab.on("request", lambda request: self._started_request(tab, request))
+        tab.on("requestfailed", self._failed_request)
+
+    def _started_request(self, tab: object, request: object) -> None:
+        if request.is_navigation_request() and request.frame == tab.main_frame:
+            self._documents += 1
+        else:
+            self._started[request] = self._documents
+
+    def _failed_request(self, request: object) -> None:
+        started = self._started.pop(request, self._documents)
+        if request.failure == ABORTED and (self.closing or started < self._documents):
+            return
+        self.failed.append(_failure(request))
+
+
+def wait_idle(page: object) -> None:
+    """Until no request of the page's scripts is in flight (the page's idle signal, ``static/idle.js``)."""
+    page.locator(IDLE).wait_for(state="attached")
+
+
+def follow(page: object, selector: str, url: object) -> None:
+    """Clicks the link ``selector`` once the page is idle, and waits until the page it opens (its address
+    matching ``url``, a string or pattern) is idle in turn."""
+    wait_idle(page)
+    page.click(selector)
+    page.wait_for_url(url)
+    wait_idle(page)
+
+
 @pytest.fixture
 def page(browser: object, console_url: str) -> Iterator[object]:
     """A 1280x800 tab that fails the test on a script error, on anything the CSP refused, on a failed
     request and on a request to any host but the app's (the console must work offline).
 
     A request the test aborts on purpose (a Stop button) fails with ``net::ERR_ABORTED``: a test that
-    expects one removes it from ``tab.failed_requests``.
+    expects one removes it from ``tab.failed_requests``. One the test aborts by leaving the page (a
+    navigation, the end of the test) is not a failure (``Failures``).
     """
     context = browser.new_context(viewport={"width": SIZES[0][0], "height": SIZES[0][1]})
     context.set_default_timeout(WAIT_MS)
     tab = context.new_page()
     errors: list[str] = []
-    tab.failed_requests = []
+    failures = Failures(tab)
+    tab.failed_requests = failures.failed
     outside: list[str] = []
     app = urlsplit(console_url).netloc
     tab.on("pageerror", lambda error: errors.append(str(error)))
-    tab.on("requestfailed", lambda request: tab.failed_requests.append(_failure(request)))
     tab.on("request", lambda request: outside.append(request.url)
            if urlsplit(request.url).scheme in ("http", "https", "ws", "wss")
            and urlsplit(request.url).netloc != app else None)
     refused = refusals(tab)
     yield tab
+    failures.closing = True
     context.close()
     assert not errors, f"JavaScript errors: {errors}"
     assert not refused, f"refused by the Content-Security-Policy: {refused}"
@@ -135,7 +183,8 @@ def set_query(page: object, query: str) -> None:
 
 def run_query(page: object, query: str) -> None:
     """Runs ``query`` in the SPARQL console (Ctrl+Enter), and waits until the editor's check of it is
-    back (a check still under way when a test leaves the page would be an aborted request)."""
+    back and the page is idle (the query's response shown, no request of the editor in flight)."""
     set_query(page, query)
     page.keyboard.press("Control+Enter")
     page.locator('#editor[data-check="done"]').wait_for(state="attached")
+    wait_idle(page)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 
-from scripted_llm import Recorded, Reply
+import pytest
+from scripted_llm import Recorded, Reply, ScriptedLLM
 
 NAME = re.compile(r"\b[A-Z][a-z]{2,}(?: [A-Z][a-z]{2,})*\b")
 PREDICATE = "mentioned with"
@@ -46,3 +47,24 @@ def respond(request: Recorded) -> Reply:
     items = definitions(text) if "define the entities" in prompt else relationships(text)
     lines = [json.dumps(item) for item in items]
     return Reply(text="```json\n" + "\n".join(lines + ["Here are the results."]) + "\n```")
+
+
+def graph_rag_reply(request: Recorded) -> Reply:
+    """Extraction prompts as :func:`respond` answers them; edge selection picks the listed edges whose
+    subject or object the question names; the answer is one sentence."""
+    prompt = request.prompt
+    if "<text>\n" in prompt:
+        return respond(request)
+    if "Select the edges" in prompt:
+        question = prompt.split("Question: ", 1)[1].split("\n", 1)[0]
+        edges = [json.loads(line) for line in prompt.splitlines() if line.startswith('{"id"') and '"s": ' in line]
+        chosen = [e["id"] for e in edges if e["s"] in question or e["o"] in question]
+        return Reply("\n".join(json.dumps({"id": i, "reasoning": "the question names it"}) for i in chosen[:8]))
+    return Reply("A scripted answer from the selected edges.")
+
+
+@pytest.fixture
+def llm(scripted_llm: ScriptedLLM) -> ScriptedLLM:
+    """The scripted OpenAI-compatible server of the test, answering with :func:`graph_rag_reply`."""
+    scripted_llm.responder = graph_rag_reply
+    return scripted_llm

@@ -4,7 +4,9 @@ from __future__ import annotations
 import http.client
 import threading
 import urllib.parse
+from collections.abc import Callable, Iterator
 
+import pytest
 from flask import Flask
 from werkzeug.serving import make_server
 
@@ -53,3 +55,20 @@ def post_query(url: str, text: str, source: str = "127.0.0.1", accept: str = "ap
         return response.status, response.read()
     finally:
         connection.close()
+
+
+Serving = Callable[..., LiveServer]  # the ``serving`` fixture: serve(store, **settings)
+
+
+@pytest.fixture
+def serving() -> Iterator[Serving]:
+    """``serving(store, **settings)``: :func:`serve`, closed when the test ends (the last started first)."""
+    started: list[LiveServer] = []
+
+    def start(store: GraphStore, **settings: object) -> LiveServer:
+        started.append(serve(store, **settings))
+        return started[-1]
+
+    yield start
+    for live in reversed(started):
+        live.close()

@@ -24,6 +24,7 @@ TOKEN = "production-test-token"
 WORKER = "server.http.asgi.Worker"
 _START_TIMEOUT_S = 60.0
 _STOP_GRACE_S = 10.0
+_PORT_ATTEMPTS = 3
 
 
 def free_port() -> int:
@@ -46,33 +47,59 @@ def _environment(store_path: Path | str, runtime_dir: Path, env: Mapping[str, st
             **env}
 
 
+class PortTaken(Exception):
+    """The free port was taken before the server bound it: start again on another."""
+
+
 class ProductionServer:
-    """The production command serving ``store_path``; ``url`` is ``http://127.0.0.1:PORT``."""
+    """The production command serving ``store_path``; ``url`` is ``http://127.0.0.1:PORT``.
+
+    A free port is free only until someone binds it (another test's server, a client's own port): the
+    server counts as up once its own log says it listens there and ``/healthz`` answers, and it starts
+    again on another port if the one it was given was taken meanwhile."""
 
     def __init__(self, store_path: Path | str, env: Mapping[str, str] | None = None, log_path: Path | None = None,
                  workers: int = 1) -> None:
         """``store_path``: the store directory, or a remote engine's URL (then ``log_path`` is required)."""
-        self.port, self.workers = free_port(), workers
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.workers = workers
         self.log_path = log_path or Path(store_path).parent / "gunicorn.log"
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(production_command(self.port, workers), cwd=PROJECT_ROOT,
-                                            env=_environment(store_path, self.log_path.parent, env or {}),
-                                            # a process group: close() can end the workers too
-                                            stdout=log, stderr=log, start_new_session=True)
-        try:
-            self._wait_until_up()
-        except BaseException:
-            self.close()
-            raise
+        for attempt in range(_PORT_ATTEMPTS):
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+            with self.log_path.open("ab") as log:
+                self.process = subprocess.Popen(production_command(self.port, workers), cwd=PROJECT_ROOT,
+                                                env=_environment(store_path, self.log_path.parent, env or {}),
+                                                # a process group: close() can end the workers too
+                                                stdout=log, stderr=log, start_new_session=True)
+            try:
+                self._wait_until_up()
+                return
+            except PortTaken:
+                self.close()
+                if attempt == _PORT_ATTEMPTS - 1:
+                    raise
+            except BaseException:
+                self.close()
+                raise
+
+    def _own_log(self) -> str:
+        """What this start of the server has logged (the log file may hold earlier starts')."""
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_start)
+            return log.read().decode(errors="replace")
 
     def _wait_until_up(self) -> None:
         deadline = time.monotonic() + _START_TIMEOUT_S
+        listening = f"Listening at: {self.url} ({self.process.pid})"
         while time.monotonic() < deadline:
+            log = self._own_log()
+            if "Connection in use" in log:
+                raise PortTaken(self.url)
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
-                if requests.get(self.url + "/healthz", timeout=5).ok:
+                if listening in log and requests.get(self.url + "/healthz", timeout=5).ok:
                     return
             except requests.RequestException:
                 pass

@@ -290,3 +290,12 @@ def scripted_llm() -> Iterator[ScriptedLLM]:
     server = ScriptedLLM()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="module")
+def module_llm() -> Iterator[ScriptedLLM]:
+    """One scripted OpenAI-compatible server on 127.0.0.1 for a module's tests (a module-scoped server's
+    LLM); each test sets the ``responder`` it needs."""
+    server = ScriptedLLM()
+    yield server
+    server.close()

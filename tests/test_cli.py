@@ -239,6 +239,7 @@ def test_the_limit_flags_are_the_retrieval_limits() -> None:
 
 # --- glassgraph on a store of its own -----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_ask_and_explain_print_the_same_edges_and_sources(cli_store: str) -> None:
     asked = run(GLASSGRAPH, "--store", cli_store, "ask", "-x", "-q", QUESTION)
     assert asked.returncode == 0, asked.stderr
@@ -267,6 +268,7 @@ def test_ask_and_explain_print_the_same_edges_and_sources(cli_store: str) -> Non
     assert any(row.startswith(session) and row.endswith(QUESTION) for row in rows)
 
 
+@pytest.mark.slow
 def test_serve_prints_the_console_url_and_answers_over_http(cli_store: str, tmp_path: Path) -> None:
     """``glassgraph serve`` + ``tg-invoke-graph-rag`` + ``glassgraph explain`` (on a snapshot) as a user runs them."""
     log = tmp_path / "serve.log"
@@ -296,6 +298,7 @@ def test_serve_prints_the_console_url_and_answers_over_http(cli_store: str, tmp_
     assert "Traceback" not in log.read_text()
 
 
+@pytest.mark.slow
 def test_collections_dump_backup_reindex(cli_store: str, tmp_path: Path) -> None:
     listed = run(GLASSGRAPH, "--store", cli_store, "collections")
     assert listed.returncode == 0
@@ -388,6 +391,7 @@ def test_glassgraph_user_errors(cli_store: str, tmp_path: Path) -> None:
 
 
 
+@pytest.mark.slow
 def test_store_held_by_another_process(tmp_path: Path) -> None:
     """Writers (and backups) exit 3; readers fall back to a snapshot that sees the holder's writes."""
     held = tmp_path / "held"
@@ -422,6 +426,7 @@ def test_commands_that_need_a_store_refuse_a_missing_one_and_create_nothing(comm
     assert not missing.exists() and not any(empty.iterdir()) and not (tmp_path / "copy").exists()
 
 
+@pytest.mark.slow
 def test_a_store_without_collections_lists_none(tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     text = tmp_path / "text.nq"

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import pytest
 import requests
-from console_browser import QUESTION, refusals, requires_chromium, run_query, screenshot, set_query
+from console_browser import QUESTION, follow, refusals, requires_chromium, run_query, screenshot, set_query, wait_idle
 from pyoxigraph import NamedNode
 
 from server import vocab
@@ -144,8 +144,7 @@ def test_ask_streams_selection_with_paris_edge_then_answer(page: object, console
     assert kinds == ["event-session", "event-retrieval", "event-selection", "event-answer"]
     assert page.locator(".event-retrieval .count").inner_text().isdigit()
     screenshot(page, "ask")
-    page.click("#trace-link a")
-    page.wait_for_url(re.compile(r"/console/trace\?id="))
+    follow(page, "#trace-link a", re.compile(r"/console/trace\?id="))
     assert page.inner_text("h1") == QUESTION
 
 
@@ -158,8 +157,7 @@ def test_ask_shows_a_no_answer_outcome_and_its_trace(page: object, console_url: 
     assert page.inner_text("#answer-status") == "no-answer"  # not "answered"
     assert page.locator("#ask-error").is_hidden()
     page.locator("#trace-link:not([hidden])").wait_for()
-    page.click("#trace-link a")
-    page.wait_for_url(re.compile(r"/console/trace\?id="))
+    follow(page, "#trace-link a", re.compile(r"/console/trace\?id="))
     assert page.inner_text(".badge") == "no-answer"
 
 
@@ -179,8 +177,10 @@ def test_trace_source_link_opens_the_chunk_in_the_source_viewer(page: object, co
     turtle = Path(info.value.path()).read_text(encoding="utf-8")
     assert f"<{session_iri}>" in turtle and QUESTION in turtle and vocab.TG.selectedEdge.value in turtle
     screenshot(page, "trace")
+    wait_idle(page)
     chunk_link.click()
     page.wait_for_url(re.compile(r"/console/source\?id="))
+    wait_idle(page)
     assert page.inner_text("#source-text").strip() == expected.strip()
 
 
@@ -248,8 +248,7 @@ def test_sessions_pages(page: object, console_url: str, sample_store: GraphStore
     page.goto(console_url + "/console/sessions")
     first = [a.get_attribute("href") for a in page.locator("a.session-question").all()]
     assert first == expected[:20]
-    page.click("a[rel=next]")
-    page.wait_for_url(re.compile(r"page=2"))
+    follow(page, "a[rel=next]", re.compile(r"page=2"))
     second = [a.get_attribute("href") for a in page.locator("a.session-question").all()]
     assert second == expected[20:40]
     assert page.locator("a[rel=prev]").count() == 1
@@ -258,8 +257,7 @@ def test_sessions_pages(page: object, console_url: str, sample_store: GraphStore
 def test_resource_page_from_result_link(page: object, console_url: str) -> None:
     page.goto(console_url + "/console/sparql")
     run_query(page, CAPITALS_PREFIXES + CAPITALS)
-    page.click(f'#results a[title="{FRANCE}"]')
-    page.wait_for_url(re.compile(r"/resource\?iri="))
+    follow(page, f'#results a[title="{FRANCE}"]', re.compile(r"/resource\?iri="))
     assert page.inner_text("h1") == "France"
     capital = page.locator("#outgoing tr", has=page.locator(f'a[title="{PARIS}"]'))
     assert capital.count() >= 1
@@ -271,8 +269,7 @@ def test_resource_page_from_result_link(page: object, console_url: str) -> None:
     graph = vocab.collection_graph("default").value
     assert f"<{FRANCE}> <{vocab.RELATION.capital.value}> <{PARIS}> <{graph}> ." in nquads
     screenshot(page, "resource")
-    page.click(f'a[title="{PARIS}"]')
-    page.wait_for_url(re.compile(r"/resource\?iri=.*paris"))
+    follow(page, f'a[title="{PARIS}"]', re.compile(r"/resource\?iri=.*paris"))
     assert page.locator("#incoming").locator(f'a[title="{FRANCE}"]').count() >= 1
 
 
@@ -294,15 +291,12 @@ def test_the_endpoint_link_opens_the_service_page_not_a_download(page: object, c
     """The footer's "SPARQL endpoint" link: the service description as a page, the console a click away,
     and the VoID description linked from it as a page too."""
     page.goto(console_url + "/")
-    page.click("footer a:text('SPARQL endpoint')")
-    page.wait_for_url(console_url + "/sparql")
+    follow(page, "footer a:text('SPARQL endpoint')", console_url + "/sparql")
     assert page.inner_text("h1") == "SPARQL endpoint"
     assert page.locator(f'td a[title="{vocab.collection_graph("default").value}"]').count() == 1
     screenshot(page, "service")
-    page.click("a:text('VoID')")
-    page.wait_for_url(re.compile(r"/\.well-known/void$"))
+    follow(page, "a:text('VoID')", re.compile(r"/\.well-known/void$"))
     assert page.locator("#collection-default h2").inner_text() == "Collection default: knowledge graph"
     screenshot(page, "void")
     page.go_back()
-    page.click("a:text('Open the SPARQL console')")
-    page.wait_for_url(console_url + "/console/sparql")
+    follow(page, "a:text('Open the SPARQL console')", console_url + "/console/sparql")

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
-from live_server import LiveServer, serve
+from live_server import LiveServer, Serving, serve
 from pyoxigraph import Literal, NamedNode, Quad
 from scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401  (the fixture)
 
@@ -23,13 +22,6 @@ from server.store import GraphStore
 
 QUESTION = "What is the capital of France?"
 RAG = "/api/graph-rag"
-
-
-@pytest.fixture
-def server(france_store: GraphStore) -> Iterator[LiveServer]:
-    live = serve(france_store)
-    yield live
-    live.close()
 
 
 def post(server: LiveServer, data: str | bytes, content_type: str | None = "application/json",
@@ -68,15 +60,12 @@ def test_json_with_any_charset_parameter_is_answered(server: LiveServer, content
     assert "Paris" in response.json()["answer"]
 
 
-def test_a_question_over_the_limit_is_413_naming_it(france_store: GraphStore) -> None:
-    live = serve(france_store, max_question_chars=40)
-    try:
-        before = snapshot(france_store)
-        too_long = post(live, json.dumps({"query": "capital of France " + "x" * 23, "streaming": False}))
-        assert snapshot(france_store) == before
-        at_limit = post(live, json.dumps({"query": "capital of France? " + "x" * 21, "streaming": False}))
-    finally:
-        live.close()
+def test_a_question_over_the_limit_is_413_naming_it(france_store: GraphStore, serving: Serving) -> None:
+    live = serving(france_store, max_question_chars=40)
+    before = snapshot(france_store)
+    too_long = post(live, json.dumps({"query": "capital of France " + "x" * 23, "streaming": False}))
+    assert snapshot(france_store) == before
+    at_limit = post(live, json.dumps({"query": "capital of France? " + "x" * 21, "streaming": False}))
     assert too_long.status_code == 413 and error_of(too_long)["type"] == "content-too-large"
     assert "41" in error_of(too_long)["message"] and "40" in error_of(too_long)["message"]
     assert "GLASSGRAPH_MAX_QUESTION" in error_of(too_long)["message"]
@@ -122,13 +111,10 @@ def test_read_only_graph_rag_answers_and_writes_nothing(france_store: GraphStore
     assert len(france_store.raw) == len(before)
 
 
-def test_read_only_refusals_carry_no_trace_header(france_store: GraphStore) -> None:
+def test_read_only_refusals_carry_no_trace_header(france_store: GraphStore, serving: Serving) -> None:
     """The header describes an answer; a refused request has none."""
-    live = serve(france_store, read_only=True)
-    try:
-        response = post(live, "{}")
-    finally:
-        live.close()
+    live = serving(france_store, read_only=True)
+    response = post(live, "{}")
     assert response.status_code == 400 and "Glassgraph-Trace" not in response.headers
 
 
@@ -149,19 +135,16 @@ def test_graphs_that_are_not_collections_are_refused_with_the_reason(server: Liv
     assert "provenance" in error_of(post(server, json.dumps({"query": QUESTION, "collection": "a:source"})))["message"]
 
 
-def test_the_configured_explain_collection_is_not_a_collection(tmp_path: Path) -> None:
+def test_the_configured_explain_collection_is_not_a_collection(tmp_path: Path, serving: Serving) -> None:
     store = GraphStore(tmp_path / "store", explain_collection="traces")
     graph = vocab.collection_graph("default")
     store.extend([Quad(vocab.ENTITY.france, vocab.RELATION.capital, vocab.ENTITY.paris, graph),
                   Quad(vocab.ENTITY.france, vocab.RDFS.label, Literal("France"), graph),
                   Quad(vocab.ENTITY.paris, vocab.RDFS.label, Literal("Paris"), graph)])
-    live = serve(store, explain_collection="traces")
-    try:
-        asked = post(live, json.dumps({"query": QUESTION, "streaming": False}))
-        assert asked.status_code == 200 and asked.json()["explain_collection"] == "traces"
-        refused = post(live, json.dumps({"query": QUESTION, "collection": "traces", "streaming": False}))
-    finally:
-        live.close()
+    live = serving(store, explain_collection="traces")
+    asked = post(live, json.dumps({"query": QUESTION, "streaming": False}))
+    assert asked.status_code == 200 and asked.json()["explain_collection"] == "traces"
+    refused = post(live, json.dumps({"query": QUESTION, "collection": "traces", "streaming": False}))
     assert refused.status_code == 400 and "explainability" in error_of(refused)["message"]
     assert [c["collection"] for c in store.collections()] == ["default"]
     with pytest.raises(ValueError, match="not a user collection"):

@@ -19,7 +19,7 @@ import requests
 from conftest import both_backends, own_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from live_server import LiveServer, post_query, serve
+from live_server import LiveServer, Serving, post_query, serve
 from loopback_listener import LoopbackListener
 from pyoxigraph import Literal, NamedNode, Quad
 
@@ -43,6 +43,9 @@ def listener() -> Iterator[LoopbackListener]:
     endpoint.close()
 
 
+LEXING_PATIENCE_S = 300  # a bound for a hang, far past the server's own deadline
+
+
 @pytest.fixture
 def live(store: GraphStore) -> Iterator[LiveServer]:
     store.extend([Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal("old"))])
@@ -51,13 +54,13 @@ def live(store: GraphStore) -> Iterator[LiveServer]:
     server.close()
 
 
-def ask(server: LiveServer, text: str) -> requests.Response:
-    return requests.post(server.url + "/sparql", data=text.encode(), timeout=30,
+def ask(server: LiveServer, text: str, timeout: float = 30) -> requests.Response:
+    return requests.post(server.url + "/sparql", data=text.encode(), timeout=timeout,
                          headers={"Content-Type": "application/sparql-query", "Accept": JSON_RESULTS})
 
 
-def update(server: LiveServer, text: str) -> requests.Response:
-    return requests.post(server.url + "/sparql", data=text.encode(), timeout=30,
+def update(server: LiveServer, text: str, timeout: float = 30) -> requests.Response:
+    return requests.post(server.url + "/sparql", data=text.encode(), timeout=timeout,
                          headers={"Content-Type": "application/sparql-update", **AUTH})
 
 
@@ -77,15 +80,13 @@ def test_a_keyword_glued_to_a_number_is_still_refused(live: LiveServer, listener
 
 
 @both_backends
-def test_the_same_query_does_call_out_when_allowed(store: GraphStore, listener: LoopbackListener) -> None:
+def test_the_same_query_does_call_out_when_allowed(store: GraphStore, listener: LoopbackListener,
+                                                   serving: Serving) -> None:
     """The property below means something: a glued keyword reaches the network unless the guard stops it."""
     store.extend([Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal(1), NamedNode(EX + "g"))])
-    server = serve(store, service_allow=(listener.url,))
-    try:
-        response = ask(server, f"SELECT * WHERE {{ ?s ?p 1SERVICE <{listener.url}> {{ ?x ?y ?z }} }}")
-        assert response.status_code == 200 and len(listener.calls) == 1
-    finally:
-        server.close()
+    server = serving(store, service_allow=(listener.url,))
+    response = ask(server, f"SELECT * WHERE {{ ?s ?p 1SERVICE <{listener.url}> {{ ?x ?y ?z }} }}")
+    assert response.status_code == 200 and len(listener.calls) == 1
 
 
 def test_an_unreadable_remote_answer_is_502_not_500(store: GraphStore) -> None:
@@ -191,19 +192,17 @@ def query_worker_pids(parent: int | None = None) -> list[int]:
     return pids
 
 
-def test_a_query_with_no_rows_is_stopped_at_its_deadline(store: GraphStore) -> None:
-    server = serve(_runaway_store(store), query_deadline_s=1.0)
-    try:
-        others = set(query_worker_pids())  # other servers' workers in this test process
-        started = time.monotonic()
-        response = ask(server, RUNAWAY)
-        waited = time.monotonic() - started
-        assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
-        assert waited < 30  # it stopped (unstopped, this query runs for many minutes)
-        assert set(query_worker_pids()) - others == set()  # the worker that ran it was killed, not left burning CPU
-        assert ask(server, "ASK { ?s ?p ?o }").json()["boolean"] is True  # a new worker answers the next one
-    finally:
-        server.close()
+@pytest.mark.slow
+def test_a_query_with_no_rows_is_stopped_at_its_deadline(store: GraphStore, serving: Serving) -> None:
+    server = serving(_runaway_store(store), query_deadline_s=1.0)
+    others = set(query_worker_pids())  # other servers' workers in this test process
+    started = time.monotonic()
+    response = ask(server, RUNAWAY)
+    waited = time.monotonic() - started
+    assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
+    assert waited < 30  # it stopped (unstopped, this query runs for many minutes)
+    assert set(query_worker_pids()) - others == set()  # the worker that ran it was killed, not left burning CPU
+    assert ask(server, "ASK { ?s ?p ?o }").json()["boolean"] is True  # a new worker answers the next one
 
 
 def test_runaway_queries_move_to_the_long_lane_and_short_ones_are_answered(store: GraphStore) -> None:
@@ -244,6 +243,7 @@ threading.Event().wait()
 """
 
 
+@pytest.mark.slow
 def test_a_killed_server_takes_its_running_query_with_it(tmp_path: Path) -> None:
     """SIGKILL of the server, mid-query: its worker notices that its parent is gone and ends too."""
     path = tmp_path / "store"
@@ -327,15 +327,12 @@ def test_a_form_that_is_not_utf8_is_400_and_writes_nothing(live: LiveServer) -> 
     assert bad_get.status_code == 400
 
 
-def test_a_graph_over_the_row_limit_is_refused_not_built_in_memory(store: GraphStore) -> None:
+def test_a_graph_over_the_row_limit_is_refused_not_built_in_memory(store: GraphStore, serving: Serving) -> None:
     graph = NamedNode(EX + "big")
     store.extend([Quad(NamedNode(f"{EX}s{i}"), NamedNode(EX + "p"), Literal(i), graph) for i in range(50)])
-    server = serve(store, max_result_rows=20)
-    try:
-        response = requests.get(server.url + "/store", params={"graph": graph.value}, timeout=30)
-        assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
-    finally:
-        server.close()
+    server = serving(store, max_result_rows=20)
+    response = requests.get(server.url + "/store", params={"graph": graph.value}, timeout=30)
+    assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
 
 
 # --- found by the attacker's pass ---------------------------------------------------------------------
@@ -351,17 +348,14 @@ def test_the_guards_own_parse_cannot_crash_the_server(live: LiveServer) -> None:
     assert requests.get(live.url + "/healthz", timeout=10).json()["ok"] is True
 
 
-def test_the_guards_check_is_held_to_the_deadline(store: GraphStore) -> None:
+def test_the_guards_check_is_held_to_the_deadline(store: GraphStore, serving: Serving) -> None:
     """The guard's check used to evaluate the renamed query in the server, past every limit."""
     values = " ".join(str(i) for i in range(400))
     text = (f"# SERVICE\nASK {{ VALUES ?a {{ {values} }} VALUES ?b {{ {values} }} VALUES ?c {{ {values} }} "
             "FILTER(?a + ?b + ?c < 0) }")
-    server = serve(store, query_deadline_s=1.0)
-    try:
-        response = ask(server, text)
-        assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
-    finally:
-        server.close()
+    server = serving(store, query_deadline_s=1.0)
+    response = ask(server, text)
+    assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
 
 
 @both_backends
@@ -373,18 +367,16 @@ def test_an_unterminated_string_is_refused_without_quadratic_lexing(live: LiveSe
 
 
 @both_backends
-def test_an_answer_over_the_byte_limit_is_refused(store: GraphStore) -> None:
-    server = serve(store, max_result_bytes=100_000)
-    try:
-        doubled = "CONCAT(?v, ?v)"
-        binds = " ".join(f"BIND({doubled.replace('?v', f'?v{i}')} AS ?v{i + 1})" for i in range(18))
-        response = ask(server, f"SELECT ?v18 WHERE {{ BIND('ab' AS ?v0) {binds} }}")
-        assert response.status_code == 422 and "GLASSGRAPH_MAX_RESULT_BYTES" in response.text
-    finally:
-        server.close()
+def test_an_answer_over_the_byte_limit_is_refused(store: GraphStore, serving: Serving) -> None:
+    server = serving(store, max_result_bytes=100_000)
+    doubled = "CONCAT(?v, ?v)"
+    binds = " ".join(f"BIND({doubled.replace('?v', f'?v{i}')} AS ?v{i + 1})" for i in range(18))
+    response = ask(server, f"SELECT ?v18 WHERE {{ BIND('ab' AS ?v0) {binds} }}")
+    assert response.status_code == 422 and "GLASSGRAPH_MAX_RESULT_BYTES" in response.text
 
 
-def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(store: GraphStore) -> None:
+def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(store: GraphStore,
+                                                                             serving: Serving) -> None:
     """Every update used to invalidate every collection, so each one made the next question rebuild the
     label index (88 ms on the sample): GraphRAG throughput collapsed under a stream of updates."""
     from server import vocab
@@ -393,18 +385,15 @@ def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(sto
     store.add_load_listener(lambda collection, added_labels: notified.append(collection))
     store.extend([Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal(1), vocab.collection_graph(name))
                   for name in ("default", "movies")])
-    server = serve(store, token=TOKEN)
-    try:
-        assert update(server, f"INSERT DATA {{ GRAPH <{EX}elsewhere> {{ {NEW} }} }}").status_code == 204
-        assert update(server, f"INSERT DATA {{ {NEW} }}").status_code == 204
-        assert notified == []
-        movies = vocab.collection_graph("movies").value
-        assert update(server, f"INSERT DATA {{ GRAPH <{movies}> {{ {NEW} }} }}").status_code == 204
-        assert notified == ["movies"]
-        assert update(server, f"DELETE WHERE {{ GRAPH ?g {{ {NEW} }} }}").status_code == 204  # any graph
-        assert sorted(notified[1:]) == ["default", "movies"]
-    finally:
-        server.close()
+    server = serving(store, token=TOKEN)
+    assert update(server, f"INSERT DATA {{ GRAPH <{EX}elsewhere> {{ {NEW} }} }}").status_code == 204
+    assert update(server, f"INSERT DATA {{ {NEW} }}").status_code == 204
+    assert notified == []
+    movies = vocab.collection_graph("movies").value
+    assert update(server, f"INSERT DATA {{ GRAPH <{movies}> {{ {NEW} }} }}").status_code == 204
+    assert notified == ["movies"]
+    assert update(server, f"DELETE WHERE {{ GRAPH ?g {{ {NEW} }} }}").status_code == 204  # any graph
+    assert sorted(notified[1:]) == ["default", "movies"]
 
 
 def test_writes_go_through_while_runaway_queries_run(store: GraphStore) -> None:
@@ -432,8 +421,10 @@ def test_a_run_of_name_characters_is_one_token() -> None:
         ("pname", "ex:a.b"), ("word", "a.SERVICE"), ("pname", ":x")]
 
 
-def test_client_text_is_lexed_in_a_worker_not_in_the_server(store: GraphStore) -> None:
-    """Lexing 10 MB of '.' after FROM held 1.85 GB in the server; now it happens in a query or parse worker."""
+@pytest.mark.slow
+def test_client_text_is_lexed_in_a_worker_not_in_the_server(store: GraphStore, serving: Serving) -> None:
+    """Lexing 10 MB of '.' after FROM held 1.85 GB in the server; now it happens in a query or parse worker
+    (tens of seconds on a busy machine: the client waits longer than the server's deadline)."""
     flat = "FROM " + "." * 2_000_000
     server = serve(store, token=TOKEN, query_deadline_s=5.0)  # lexed in time or stopped: either way not here
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from live_server import LiveServer, serve
+from live_server import LiveServer, Serving, serve
 from production_server import TOKEN as PRODUCTION_TOKEN
 from production_server import ProductionServer
 from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, parse
@@ -29,13 +29,6 @@ SELECTION = "\n".join(json.dumps({"id": edge_id("France", rel, obj), "reasoning"
                       for rel, obj in (("capital", "Paris"), ("currency", "Euro")))
 
 
-@pytest.fixture
-def server(france_store: GraphStore) -> Iterator[LiveServer]:
-    live = serve(france_store)
-    yield live
-    live.close()
-
-
 def ask(server: LiveServer, accept: str = "application/json", **fields: object) -> requests.Response:
     body = {"query": QUESTION, **fields}
     return requests.post(server.url + "/api/graph-rag", json=body, headers={"Accept": accept},
@@ -50,6 +43,7 @@ def sse_messages(response: requests.Response) -> Iterator[dict]:
 
 # --- POST /api/graph-rag ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sse_delivers_the_first_explain_before_the_llm_answers(france_store: GraphStore,
                                                                scripted_llm: ScriptedLLM) -> None:  # noqa: F811
     scripted_llm.reply(SELECTION, delay_s=5.0)  # a slow selection call
@@ -311,13 +305,10 @@ def test_resource_html_is_the_consoles_and_errors(server: LiveServer) -> None:
     assert requests.get(server.url + "/resource").status_code == 400
 
 
-def test_resource_over_the_row_limit_is_422(france_store: GraphStore) -> None:
-    live = serve(france_store, max_result_rows=2)
-    try:
-        response = requests.get(live.url + "/resource", params={"iri": ENTITY.france.value, "format": "trig"})
-        assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
-    finally:
-        live.close()
+def test_resource_over_the_row_limit_is_422(france_store: GraphStore, serving: Serving) -> None:
+    live = serving(france_store, max_result_rows=2)
+    response = requests.get(live.url + "/resource", params={"iri": ENTITY.france.value, "format": "trig"})
+    assert response.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in response.text
 
 
 # --- the production command ----------------------------------------------------------------------

@@ -1,8 +1,6 @@
 """The Graph Store HTTP Protocol at /store over a real server on 127.0.0.1."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import requests
 from live_server import LiveServer, serve
@@ -20,11 +18,7 @@ TURTLE = {"Content-Type": "text/turtle", **AUTH}
 DATA = f"<{EX}a> <{EX}p> <<( <{EX}a> <{EX}p> \"one\" )>> .\n<{EX}a> <{EX}p> \"one\" ."
 
 
-@pytest.fixture
-def server(store: GraphStore) -> Iterator[LiveServer]:
-    live = serve(store, token=TOKEN, max_body_bytes=16 * 1024)
-    yield live
-    live.close()
+SERVER_STORE, SERVER_SETTINGS = "store", {"token": TOKEN, "max_body_bytes": 16 * 1024}  # conftest's server
 
 
 def url(server: LiveServer) -> str:

@@ -4,11 +4,9 @@ IRIs resolved against the endpoint or BASE, direct graph identification, POST /s
 multipart/form-data bodies, HEAD."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import requests
-from live_server import LiveServer, serve
+from live_server import LiveServer
 from pyoxigraph import BlankNode, DefaultGraph, NamedNode, Quad, RdfFormat, parse
 
 from server.store import GraphStore
@@ -19,11 +17,7 @@ EX = "http://example.org/"
 BOUNDARY = "b0undary"
 
 
-@pytest.fixture
-def server(store: GraphStore) -> Iterator[LiveServer]:
-    live = serve(store, token=TOKEN)
-    yield live
-    live.close()
+SERVER_STORE, SERVER_SETTINGS = "store", {"token": TOKEN}  # conftest's server
 
 
 def update(server: LiveServer, text: str) -> requests.Response:

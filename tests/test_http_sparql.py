@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 from conftest import own_store
-from live_server import LiveServer, serve
+from live_server import LiveServer, Serving, serve
 from pyoxigraph import (
     Literal,
     NamedNode,
@@ -273,14 +273,11 @@ def test_update_needs_the_token(writable: LiveServer) -> None:
 
 
 @pytest.mark.parametrize("settings", [{"read_only": True, "token": TOKEN}, {"token": None}])
-def test_updates_are_disabled_read_only_or_without_a_token(store: GraphStore, settings: dict) -> None:
-    live = serve(fill(store), **settings)
-    try:
-        response = update(live, INSERT)
-        assert response.status_code == 403
-        assert count(live) == 4
-    finally:
-        live.close()
+def test_updates_are_disabled_read_only_or_without_a_token(store: GraphStore, settings: dict, serving: Serving) -> None:
+    live = serving(fill(store), **settings)
+    response = update(live, INSERT)
+    assert response.status_code == 403
+    assert count(live) == 4
 
 
 def test_malformed_update_is_400_and_writes_nothing(writable: LiveServer) -> None:
@@ -328,34 +325,25 @@ def test_a_harmless_reading_that_does_not_parse_is_refused_unheard(writable: Liv
     assert response.status_code == 400
 
 
-def test_allowed_service_federates_into_this_endpoint(store: GraphStore, server: LiveServer) -> None:
+def test_allowed_service_federates_into_this_endpoint(store: GraphStore, server: LiveServer, serving: Serving) -> None:
     endpoint = server.url + "/sparql"
-    live = serve(store, service_allow=(endpoint,))
-    try:
-        text = f"SELECT ?o WHERE {{ SERVICE <{endpoint}> {{ <{A.value}> <{Q.value}> ?o }} }}"
-        assert rows(query(live, text)) == [{"o": FACT}]
-    finally:
-        live.close()
+    live = serving(store, service_allow=(endpoint,))
+    text = f"SELECT ?o WHERE {{ SERVICE <{endpoint}> {{ <{A.value}> <{Q.value}> ?o }} }}"
+    assert rows(query(live, text)) == [{"o": FACT}]
 
 
 # --- limits -----------------------------------------------------------------------------------
 
-def test_row_limit_and_deadline_are_422(store: GraphStore) -> None:
-    few = serve(fill(store), max_result_rows=3)
-    try:
-        too_many = query(few, SELECT_ALL, "application/json")
-        assert too_many.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in too_many.json()["error"]["message"]
-        assert len(rows(query(few, SELECT_ALL + " LIMIT 3"))) == 3
-    finally:
-        few.close()
-    late = serve(store, query_deadline_s=0.0)
-    try:
-        expired = query(late, SELECT_ALL)
-        assert expired.status_code == 422 and "GLASSGRAPH_DEADLINE" in expired.text
-        no_rows = query(late, "SELECT * WHERE { ?s ?p 'nothing' }")  # stopped too: the deadline is not per row
-        assert no_rows.status_code == 422 and "GLASSGRAPH_DEADLINE" in no_rows.text
-    finally:
-        late.close()
+def test_row_limit_and_deadline_are_422(store: GraphStore, serving: Serving) -> None:
+    few = serving(fill(store), max_result_rows=3)
+    too_many = query(few, SELECT_ALL, "application/json")
+    assert too_many.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in too_many.json()["error"]["message"]
+    assert len(rows(query(few, SELECT_ALL + " LIMIT 3"))) == 3
+    late = serving(store, query_deadline_s=0.0)
+    expired = query(late, SELECT_ALL)
+    assert expired.status_code == 422 and "GLASSGRAPH_DEADLINE" in expired.text
+    no_rows = query(late, "SELECT * WHERE { ?s ?p 'nothing' }")  # stopped too: the deadline is not per row
+    assert no_rows.status_code == 422 and "GLASSGRAPH_DEADLINE" in no_rows.text
 
 
 # --- real clients -------------------------------------------------------------------------------

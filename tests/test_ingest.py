@@ -106,6 +106,7 @@ def ingested(store: GraphStore, sample_store: GraphStore, scripted_llm: Scripted
     return store, texts
 
 
+@pytest.mark.slow
 def test_twenty_background_texts_give_facts_with_full_chains_and_exact_spans(ingested) -> None:
     store, texts = ingested
     assert len(texts) == 20
@@ -176,6 +177,7 @@ def test_a_pdf_gives_one_page_per_pdf_page(store: GraphStore, scripted_llm: Scri
     assert next(store.quads(NamedNode(report.iri), TG.mimeType, None, source)).object.value == "application/pdf"
 
 
+@pytest.mark.slow
 def test_a_new_text_about_france_attaches_to_the_samples_france(tmp_path: Path, scripted_llm: ScriptedLLM) -> None:
     store = sample_copy(tmp_path)
     ingester = Ingester(store, LabelIndex(store), extraction_llm(scripted_llm))
@@ -189,6 +191,7 @@ def test_a_new_text_about_france_attaches_to_the_samples_france(tmp_path: Path, 
     assert tour is not None
 
 
+@pytest.mark.slow
 def test_offline_ingest_links_chunks_to_the_entities_they_mention(tmp_path: Path) -> None:
     store = sample_copy(tmp_path)
     before = sum(1 for _ in store.quads(None, None, None, vocab.collection_graph("default")))
@@ -270,6 +273,7 @@ def test_bad_documents_leave_nothing_behind(store: GraphStore, data: bytes, name
     assert existing_document(store, "bad", document_id(data, "bad")[0]) is None
 
 
+@pytest.mark.slow
 def test_ingesting_then_deleting_leaves_the_sample_exactly_as_it_was(tmp_path: Path,
                                                                     scripted_llm: ScriptedLLM) -> None:
     store = sample_copy(tmp_path)

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from extraction_llm import graph_rag_reply
 from scripted_llm import Reply, ScriptedLLM
 from test_cli import GLASSGRAPH, _env, assert_one_line_failure, blocks, run
-from test_ingest_http import graph_rag_reply
 
 from server import vocab
 from server.ingest.catalog import list_documents
@@ -68,12 +68,7 @@ def documents_of(path: Path, collection: str) -> list[dict]:
     return found
 
 
-@pytest.fixture
-def llm(scripted_llm: ScriptedLLM) -> ScriptedLLM:
-    scripted_llm.responder = graph_rag_reply
-    return scripted_llm
-
-
+@pytest.mark.slow
 def test_ingest_prints_a_line_per_document_and_the_same_files_again_are_unchanged(
         tmp_path: Path, files: Path, llm: ScriptedLLM) -> None:
     store = tmp_path / "store"
@@ -102,6 +97,7 @@ def test_ingest_prints_a_line_per_document_and_the_same_files_again_are_unchange
     assert quads_of(store) == before and len(llm.requests) == calls  # no LLM call for a known document
 
 
+@pytest.mark.slow
 def test_offline_ingest_says_so_in_one_line_and_links_the_samples_entities(tmp_path: Path, files: Path) -> None:
     store = tmp_path / "store"
     note = files / "note.txt"
@@ -164,6 +160,7 @@ def test_usage_errors_exit_2(tmp_path: Path, files: Path, flags: list[str], poin
     assert not store.exists()  # checked before the store is opened (or built with the sample)
 
 
+@pytest.mark.slow
 def test_explain_shows_the_chunk_page_and_title_a_fact_came_from(tmp_path: Path, files: Path,
                                                                   llm: ScriptedLLM) -> None:
     store = tmp_path / "store"
@@ -240,6 +237,7 @@ def interrupted(store: Path, paths: list[Path], llm: ScriptedLLM, sig: signal.Si
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.slow
 def test_an_interrupted_ingest_resumes_with_the_files_not_yet_ingested(
         tmp_path: Path, three_files: list[Path], llm: ScriptedLLM, sig: signal.Signals) -> None:
     store = tmp_path / "store"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from extraction_llm import respond as extraction_reply
+from extraction_llm import graph_rag_reply  # noqa: F401  (test_ingest_cli imported it from here)
 from live_server import LiveServer, serve
 from pyoxigraph import NamedNode
 from scripted_llm import Recorded, Reply, ScriptedLLM
@@ -29,20 +29,6 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 WAIT_S = 60.0  # the longest any document may take to be ingested here
 NOTES = ("Lisbon is the capital of Portugal. Porto lies on the Douro.\n\n"
          "Braga is older than Lisbon. Coimbra has the oldest university of Portugal.\n")
-
-
-def graph_rag_reply(request: Recorded) -> Reply:
-    """Extraction prompts as extraction_llm answers them; edge selection picks the listed edges whose
-    subject or object the question names; the answer is one sentence."""
-    prompt = request.prompt
-    if "<text>\n" in prompt:
-        return extraction_reply(request)
-    if "Select the edges" in prompt:
-        question = prompt.split("Question: ", 1)[1].split("\n", 1)[0]
-        edges = [json.loads(line) for line in prompt.splitlines() if line.startswith('{"id"') and '"s": ' in line]
-        chosen = [e["id"] for e in edges if e["s"] in question or e["o"] in question]
-        return Reply("\n".join(json.dumps({"id": i, "reasoning": "the question names it"}) for i in chosen[:8]))
-    return Reply("A scripted answer from the selected edges.")
 
 
 def stalling(seconds: float) -> Callable[[Recorded], Reply]:
@@ -60,12 +46,6 @@ def start(store: GraphStore, scripted: ScriptedLLM | None = None, **settings: ob
     llm = {"llm": "openai", "llm_base_url": scripted.base_url, "llm_model": "scripted-model", "llm_retries": 0} \
         if scripted is not None else {}
     return serve(store, token=TOKEN, **{**llm, **settings})
-
-
-@pytest.fixture
-def llm(scripted_llm: ScriptedLLM) -> ScriptedLLM:
-    scripted_llm.responder = graph_rag_reply
-    return scripted_llm
 
 
 @pytest.fixture
@@ -405,6 +385,7 @@ def explained(server: LiveServer, session: str) -> dict:
     return response.json()
 
 
+@pytest.mark.slow
 def test_ingest_never_blocks_answering(sample: GraphStore, llm: ScriptedLLM) -> None:
     llm.responder = stalling(3.0)
     live = start(sample, llm)
@@ -426,6 +407,7 @@ def test_ingest_never_blocks_answering(sample: GraphStore, llm: ScriptedLLM) -> 
     assert status["status"] == "ingested" and status["facts"] > 0, status
 
 
+@pytest.mark.slow
 def test_a_question_after_an_ingest_finds_the_new_entity(sample: GraphStore, llm: ScriptedLLM) -> None:
     live = start(sample, llm)
     try:

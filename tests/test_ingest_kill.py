@@ -2,11 +2,11 @@
 
 A child process ingests a document of many chunks into an on-disk store, extracting with the real
 openai client from the scripted OpenAI-compatible server in this process, and is killed during
-extraction (after some of its LLM calls) or at several delays after the last LLM reply, while the
-document's quads are built and committed: fractions of the time from the last reply to the end of the
-commit in a complete run (the child's store listener prints "committed" right after it; on an idle
-machine the early fractions leave nothing and the late ones the whole document). The test then
-reopens the store and compares it with the complete run.
+extraction (after some of its LLM calls) or after the last LLM reply, while the document's quads are
+built and committed, at events the test sees, never after a delay: at once, when the store's
+write-ahead log has grown by the first bytes, half or all of what the complete run's commit added,
+and once the child has said its commit is done (its store listener prints "committed" right after it:
+the document must then be whole). The test then reopens the store and compares it with the complete run.
 """
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,14 +22,19 @@ from extraction_llm import respond
 from pyoxigraph import NamedNode
 from scripted_llm import Recorded, Reply, ScriptedLLM
 from test_load_atomic import KEEP, prepared_store  # collection 'keep', which must stay as it is
+from write_ahead_log import wait_for_log, wal_bytes
 
 from server import vocab
 from server.ingest.documents import document_id
 from server.store import GraphStore
 from server.vocab import RDF, TG
 
+pytestmark = pytest.mark.kill  # conftest: kill tests are slow too
 COLLECTION = "docs"
 PARAGRAPHS = 240
+# Kill points after the last LLM reply: "reply", at once; "wal", once the write-ahead log has grown by a
+# fraction of what the complete run's commit added (0: its first bytes); "committed", once the child said so.
+COMMIT_POINTS = [("reply", 0.0), ("wal", 0.0), ("wal", 0.5), ("wal", 1.0), ("committed", 1.0)]
 
 CHILD = """
 import sys
@@ -97,36 +100,31 @@ class CountingLLM:
         return event
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM()
-    yield server
-    server.close()
-
-
-def run_child(path: Path, document: Path, llm: ScriptedLLM, after_requests: int | None = None,
-              delay: float | None = 0.0) -> tuple[bool, float | None]:
+def run_child(path: Path, document: Path, llm: ScriptedLLM, after_requests: int,
+              kill_at: tuple[str, float] | None = ("reply", 0.0), commit_bytes: int = 0) -> tuple[bool, int | None]:
     """Ingest ``document`` in a child process. Once the scripted LLM has received ``after_requests``
-    requests (it answers each at once), wait ``delay`` seconds and SIGKILL the child (``delay=None``:
-    let it finish). Returns (finished, seconds from that point to the commit, None if it never came)."""
+    requests (it answers each at once), SIGKILL the child at ``kill_at`` (``COMMIT_POINTS``; "wal" as a
+    fraction of ``commit_bytes``; None: let it finish). Returns (finished, what the write-ahead log had
+    grown by from that point to the "committed" line, None if the child did not get there)."""
     counting = CountingLLM(llm)
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(document), llm.base_url],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # one pipe: see below
     committed, output = None, b""
     try:
-        if after_requests is not None:
-            while not counting.reached(after_requests).wait(0.05):
-                assert child.poll() is None, child.communicate()
-        reached = time.monotonic()
-        if delay is not None:
-            time.sleep(delay)
-            child.send_signal(signal.SIGKILL)
-        else:
+        while not counting.reached(after_requests).wait(0.05):
+            assert child.poll() is None, child.communicate()
+        logged = wal_bytes(path)
+        what, fraction = kill_at or ("committed", 1.0)
+        if what == "wal":
+            wait_for_log(path, logged + max(1, int(commit_bytes * fraction)), lambda: child.poll() is None)
+        elif what == "committed":
             for line in iter(child.stdout.readline, b""):  # the child's output (stderr too) up to its commit
                 output += line
                 if line == b"committed\n":
-                    committed = time.monotonic() - reached
+                    committed = wal_bytes(path) - logged
                     break
+        if kill_at is not None:
+            child.send_signal(signal.SIGKILL)
         # With one pipe, communicate() reads through the buffer readline() filled; with two it reads the
         # descriptors and missed a "done" line that readline() had already buffered with "committed".
         output += child.communicate(timeout=120)[0]
@@ -168,19 +166,19 @@ def chunk_count(document: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory, document: Path, llm: ScriptedLLM) -> dict:
-    """A complete run: what it leaves in the store, its number of LLM calls, and how long after the last
-    LLM reply its commit ends (resolving names, building the document's quads, committing them)."""
+def reference(tmp_path_factory: pytest.TempPathFactory, document: Path, module_llm: ScriptedLLM) -> dict:
+    """A complete run: what it leaves in the store, its number of LLM calls, and what its commit adds to
+    the write-ahead log after the last LLM reply (the document's quads, in one transaction)."""
     path = tmp_path_factory.mktemp("reference") / "store"
     prepared_store(path)
     requests = 2 * chunk_count(document)
-    finished, to_commit = run_child(path, document, llm, requests, delay=None)
-    assert finished and to_commit is not None
+    finished, commit_bytes = run_child(path, document, module_llm, requests, kill_at=None)
+    assert finished and commit_bytes
     doc_id = document_id(document.read_bytes(), COLLECTION)[0]
     found = contents(path, doc_id)
     assert found["mentioning"] > 0 and len(found["facts"]) > PARAGRAPHS
     assert found["types"][TG.Chunk.value] == requests // 2 and found["types"][TG.Subgraph.value] == requests // 2
-    return {"id": doc_id, "contents": found, "requests": requests, "to_commit": to_commit}
+    return {"id": doc_id, "contents": found, "requests": requests, "commit_bytes": commit_bytes}
 
 
 def check_all_or_nothing(path: Path, reference: dict, finished: bool) -> bool:
@@ -200,21 +198,22 @@ def check_all_or_nothing(path: Path, reference: dict, finished: bool) -> bool:
 
 
 @pytest.mark.parametrize("fraction", [0.1, 0.5])
-def test_killed_during_extraction_nothing_is_written(tmp_path: Path, document: Path, llm: ScriptedLLM,
+def test_killed_during_extraction_nothing_is_written(tmp_path: Path, document: Path, module_llm: ScriptedLLM,
                                                      reference: dict, fraction: float) -> None:
     path = tmp_path / "store"
     prepared_store(path)
-    finished, _ = run_child(path, document, llm, int(reference["requests"] * fraction))
+    finished, _ = run_child(path, document, module_llm, int(reference["requests"] * fraction))
     assert not finished
     assert not check_all_or_nothing(path, reference, finished)
 
 
-@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.45, 0.6, 0.75, 0.9, 1.5])
+@pytest.mark.parametrize("point", COMMIT_POINTS, ids=[f"{what}-{fraction}" for what, fraction in COMMIT_POINTS])
 def test_killed_around_the_commit_the_document_is_whole_or_absent(tmp_path: Path, document: Path,
-                                                                  llm: ScriptedLLM, reference: dict,
-                                                                  fraction: float) -> None:
+                                                                  module_llm: ScriptedLLM, reference: dict,
+                                                                  point: tuple[str, float]) -> None:
     path = tmp_path / "store"
     prepared_store(path)
-    finished, _ = run_child(path, document, llm, reference["requests"],
-                            delay=reference["to_commit"] * fraction)
-    check_all_or_nothing(path, reference, finished)
+    finished, _ = run_child(path, document, module_llm, reference["requests"], point, reference["commit_bytes"])
+    whole = check_all_or_nothing(path, reference, finished)
+    if point[0] == "committed":  # the child said it had committed: the kill came after it
+        assert whole

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -11,16 +10,22 @@ from server.http.keepalive import with_keepalive
 
 
 def test_messages_come_in_order_with_none_while_the_source_is_slow() -> None:
+    release = threading.Event()
+
     def slow() -> Iterator[str]:
         yield "a"
-        time.sleep(0.6)
+        assert release.wait(30)  # slow until the reader has had a keep-alive
         yield "b"
         yield "c"
 
-    out = list(with_keepalive(slow(), 0.1))
+    out = []
+    for message in with_keepalive(slow(), 0.1):
+        out.append(message)
+        if message is None:
+            release.set()
     assert [m for m in out if m is not None] == ["a", "b", "c"]
     assert out[0] == "a" and out[-2:] == ["b", "c"]
-    assert None in out[1:-2]  # 0.6 s without a message: at least one keep-alive
+    assert None in out[1:-2]
 
 
 def test_closing_the_reader_stops_and_closes_the_source_in_the_worker() -> None:

@@ -21,13 +21,15 @@ the store directory (Oxigraph recovers from its write-ahead log) and checks it:
   write builds its transaction (after parsing the body), writes it to the write-ahead log as one
   record (21 MB here, in 1 MB pieces over some tens of milliseconds: its point of no return) and
   then applies it to RocksDB's memtables, some hundreds of milliseconds before the response. The
-  kills come at fractions of the unkilled request's duration (5 %: before the transaction, which
-  must be interrupted, retried on a busy machine as in test_load_atomic.py; 25 %: while it is
-  built; 95 %: about the response) and when the log has grown by the record's first bytes, half of
-  it (a torn record, which recovery must drop whole) and all of it (during the memtable inserts).
+  kills come at events the test sees, never after a delay: once the client has sent the whole body
+  (before the transaction, which must be interrupted, retried on a busy machine as in
+  test_load_atomic.py), when the log has grown by the record's first bytes, half of it (a torn
+  record, which recovery must drop whole) and all of it (during the memtable inserts), and once the
+  client has the response (the acknowledged write must survive).
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -42,6 +44,7 @@ import pytest
 import requests
 from production_server import TOKEN, ProductionServer
 from pyoxigraph import Literal, NamedNode, Quad, Triple
+from write_ahead_log import wait_for_log, wal_bytes
 
 from server import vocab
 from server.explain.trace import list_sessions, read_trace
@@ -49,8 +52,9 @@ from server.ingest.load import build_store
 from server.store import GraphStore
 from server.vocab import PROV
 
+pytestmark = pytest.mark.kill  # conftest: kill tests are slow too
 ENV = {"GLASSGRAPH_MAX_BODY": str(64 * 1024 * 1024)}
-REQUEST_TIMEOUT_S = 60.0
+REQUEST_TIMEOUT_S = 300.0  # a bound for a hang: a first question on a busy machine took over 60 s
 EXIT_TIMEOUT_S = 10.0
 
 # --- killing the server ------------------------------------------------------------------------
@@ -98,18 +102,36 @@ class InThread:
         raise NotImplementedError
 
 
+class Body(io.BytesIO):
+    """A request body that sets ``sent`` once the client has read its end (all of it is on the socket)."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.sent = threading.Event()
+
+    def read(self, size: int | None = -1) -> bytes:
+        piece = super().read(size)
+        if not piece:
+            self.sent.set()
+        return piece
+
+
 @dataclass
 class Background(InThread):
-    """A request running in a thread: its status, or None when the connection broke."""
+    """A request running in a thread: its status, or None when the connection broke; ``done`` is set when
+    either is known."""
 
     send: Callable[[], requests.Response]
     status: int | None = None
+    done: threading.Event = field(default_factory=threading.Event)
 
     def _run(self) -> None:
         try:
             self.status = self.send().status_code
         except requests.RequestException:
             self.status = None
+        finally:
+            self.done.set()
 
     def join(self) -> None:
         self.thread.join(REQUEST_TIMEOUT_S)
@@ -127,9 +149,9 @@ def fresh_copy(template: Path, directory: Path) -> Path:
 TRIPLES = 20_000
 GRAPH = NamedNode("http://example.org/graph/replaced")
 KEEP_GRAPH = NamedNode("http://example.org/graph/kept")
-# (what, how far): "time", a fraction of the unkilled request's duration; "wal", a fraction of what its
-# commit adds to the write-ahead log (0: its first bytes).
-KILL_POINTS = [("time", 0.05), ("time", 0.25), ("wal", 0.0), ("wal", 0.5), ("wal", 1.0), ("time", 0.95)]
+# (what, how far): "sent", the client has sent the whole request; "wal", a fraction of what its commit adds
+# to the write-ahead log (0: its first bytes); "answered", the client has the response.
+KILL_POINTS = [("sent", 0.0), ("wal", 0.0), ("wal", 0.5), ("wal", 1.0), ("answered", 1.0)]
 
 
 def triples(tag: str, count: int) -> frozenset[Triple]:
@@ -144,20 +166,27 @@ def n_triples(content: frozenset[Triple]) -> str:
     return "".join(f"{t.subject} {t.predicate} {t.object} .\n" for t in content)
 
 
-def put_request(url: str) -> requests.Response:
-    return requests.put(url + "/store", params={"graph": GRAPH.value}, data=n_triples(NEW).encode(),
+def put_request(url: str, body: Body) -> requests.Response:
+    return requests.put(url + "/store", params={"graph": GRAPH.value}, data=body,
                         headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/n-triples"},
                         timeout=REQUEST_TIMEOUT_S)
 
 
-def update_request(url: str) -> requests.Response:
-    text = (f"DELETE WHERE {{ GRAPH {GRAPH} {{ ?s ?p ?o }} }} ;\n"
-            f"INSERT DATA {{ GRAPH {GRAPH} {{\n{n_triples(NEW)}}} }}")
-    return requests.post(url + "/sparql", data=text.encode(), timeout=REQUEST_TIMEOUT_S,
+def update_request(url: str, body: Body) -> requests.Response:
+    return requests.post(url + "/sparql", data=body, timeout=REQUEST_TIMEOUT_S,
                          headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/sparql-update"})
 
 
 WRITES = {"put": put_request, "update": update_request}
+BODIES = {"put": n_triples(NEW).encode(),
+          "update": (f"DELETE WHERE {{ GRAPH {GRAPH} {{ ?s ?p ?o }} }} ;\n"
+                     f"INSERT DATA {{ GRAPH {GRAPH} {{\n{n_triples(NEW)}}} }}").encode()}
+
+
+def send_write(url: str, kind: str) -> tuple[Background, Body]:
+    """The write ``kind`` in a thread, with its body (``sent`` once it is all on the socket)."""
+    body = Body(BODIES[kind])
+    return Background(lambda: WRITES[kind](url, body)), body
 
 
 @dataclass(frozen=True)
@@ -202,31 +231,19 @@ def graph_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def wal_bytes(path: Path) -> int:
-    """The size of the store's write-ahead log (RocksDB's ``*.log`` files)."""
-    total = 0
-    for entry in os.scandir(path):
-        try:
-            total += entry.stat().st_size if entry.name.endswith(".log") else 0
-        except FileNotFoundError:  # a log RocksDB has just retired
-            pass
-    return total
-
-
 @dataclass(frozen=True)
 class Reference:
-    seconds: float  # the whole request, unkilled
-    wal_bytes: int  # what its commit added to the write-ahead log
+    wal_bytes: int  # what the unkilled write's commit added to the write-ahead log
 
 
 def measure(template: Path, directory: Path, kind: str) -> Reference:
-    """The write unkilled: how long it takes, what it logs (and that it replaces the graph)."""
+    """The write unkilled: what it logs (and that it replaces the graph)."""
     path = fresh_copy(template, directory)
     server = ProductionServer(path, ENV)
     try:
-        before, start = wal_bytes(path), time.monotonic()
-        response = WRITES[kind](server.url)
-        reference = Reference(time.monotonic() - start, wal_bytes(path) - before)
+        before = wal_bytes(path)
+        response = WRITES[kind](server.url, Body(BODIES[kind]))
+        reference = Reference(wal_bytes(path) - before)
         assert response.status_code == 204, response.text
     finally:
         server.close()
@@ -239,23 +256,18 @@ def references(graph_template: Path, tmp_path_factory: pytest.TempPathFactory) -
     return {kind: measure(graph_template, tmp_path_factory.mktemp(f"measure-{kind}"), kind) for kind in WRITES}
 
 
-def wait_for_log(path: Path, request: Background, size: int) -> None:
-    """Until the write-ahead log holds ``size`` bytes (or the request is over)."""
-    while request.thread.is_alive() and wal_bytes(path) < size:
-        time.sleep(0.0002)
-
-
 def killed_write(path: Path, kind: str, point: tuple[str, float], reference: Reference) -> tuple[int | None, Graphs]:
     """Send the write, SIGKILL the server at ``point``; (status if answered, store after)."""
     server = ProductionServer(path, ENV)
     try:
         logged = wal_bytes(path)
-        request = Background(lambda: WRITES[kind](server.url))
+        request, body = send_write(server.url, kind)
         what, fraction = point
         if what == "wal":
-            wait_for_log(path, request, logged + max(1, int(reference.wal_bytes * fraction)))
+            wait_for_log(path, logged + max(1, int(reference.wal_bytes * fraction)), request.thread.is_alive)
         else:
-            time.sleep(reference.seconds * fraction)
+            event = body.sent if what == "sent" else request.done
+            assert event.wait(REQUEST_TIMEOUT_S), f"not {what} in {REQUEST_TIMEOUT_S:g} s"
         kill(server)
         request.join()
     finally:
@@ -323,6 +335,8 @@ class Stream(InThread):
     url: str
     explain_ids: list[str] = field(default_factory=list)
     ended: bool = False
+    stopped: bool = False
+    arrived: threading.Condition = field(default_factory=threading.Condition)
 
     def _run(self) -> None:
         try:
@@ -332,18 +346,23 @@ class Stream(InThread):
                     self._receive(json.loads(line))
         except (requests.RequestException, ValueError):  # cut by the kill, maybe within a line
             pass
+        finally:
+            with self.arrived:
+                self.stopped = True
+                self.arrived.notify_all()
 
     def _receive(self, message: dict) -> None:
-        if message.get("explain_id"):
-            self.explain_ids.append(message["explain_id"])
-        self.ended = self.ended or bool(message.get("end_of_session"))
+        with self.arrived:
+            if message.get("explain_id"):
+                self.explain_ids.append(message["explain_id"])
+            self.ended = self.ended or bool(message.get("end_of_session"))
+            self.arrived.notify_all()
 
     def wait_for(self, count: int) -> None:
-        """Until ``count`` explain messages have arrived."""
-        deadline = time.monotonic() + REQUEST_TIMEOUT_S
-        while len(self.explain_ids) < count:
-            assert time.monotonic() < deadline and self.thread.is_alive(), f"got only {self.explain_ids}"
-            time.sleep(0.001)
+        """Until ``count`` explain messages have arrived (woken by each message, not by a clock)."""
+        with self.arrived:
+            self.arrived.wait_for(lambda: len(self.explain_ids) >= count or self.stopped, REQUEST_TIMEOUT_S)
+            assert len(self.explain_ids) >= count, f"got only {self.explain_ids}"
 
     def acknowledged(self) -> set[str]:
         """The stages the server said it had written (each message follows its commit)."""

@@ -71,7 +71,8 @@ def test_loading_twice_adds_nothing(store: GraphStore, tmp_path: Path) -> None:
     ("broken.ttl", b"<http://example.org/a> <http://example.org/b> <http://example.org/c> .\n" * 1000
      + b"<http://example.org/a> <http://example.org/b> oops ."),
     ("broken.nt", b"<http://example.org/a> <http://example.org/b> \"c\" .\n<a b c .\n"),
-    ("broken.nq.gz", gzip.compress(b"<http://example.org/a> <http://example.org/b> \"c\" .\n" * 10)[:-12]),
+    ("broken.nq.gz", gzip.compress(b"<http://example.org/a> <http://example.org/b> \"c\" .\n" * 10,
+                                   mtime=0)[:-12]),  # mtime=0: the same test id in every xdist worker
     ("notgzip.ttl.gz", b"<http://example.org/a> <http://example.org/b> \"c\" ."),
     ("broken.rdf", b"<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description"),
     ("data.json", b"{}"),

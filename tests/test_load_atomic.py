@@ -23,6 +23,7 @@ from server import vocab
 from server.ingest.load import load_file
 from server.store import GraphStore
 
+pytestmark = pytest.mark.kill  # conftest: kill tests are slow too
 TRIPLES = 40_000
 READ = 60  # most of the file has been read: what remains is mostly the transaction's inserts and commit
 PADDING = "x" * 300  # a larger file gives the progress bar more steps without much more work

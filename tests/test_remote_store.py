@@ -39,7 +39,7 @@ from server.vocab import ENTITY, RELATION, TG
 
 # pyoxigraph's objects may only be dropped on the thread that made them: one dropped elsewhere (a forwarded
 # query's result, held by an error handed to the request thread) is leaked with this warning
-pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+pytestmark = [pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning"), pytest.mark.remote]
 
 CAPITAL = Triple(ENTITY.france, RELATION.capital, ENTITY.paris)
 SPELLING = {RDF12: "<<( <https://trustgraph.ai/e/france> <https://trustgraph.ai/r/capital> "
@@ -120,6 +120,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
 
 
+@pytest.mark.slow
 def test_a_runaway_query_is_stopped_at_the_deadline_and_the_engine_is_idle_again(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     deadline_s = 2
@@ -170,6 +171,7 @@ def one_worker_app(tmp_path_factory: pytest.TempPathFactory, name: str, timeout_
         engine.close()
 
 
+@pytest.mark.slow
 def test_runaway_queries_forwarded_at_once_are_bounded_by_the_long_lane(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """The engine evaluates no more of this process's long queries at once than GLASSGRAPH_LONG_QUERIES: a
@@ -187,6 +189,7 @@ def test_runaway_queries_forwarded_at_once_are_bounded_by_the_long_lane(
             assert first.result().status_code == 422
 
 
+@pytest.mark.slow
 def test_a_query_the_engine_runs_on_past_its_timeout_keeps_its_place_until_the_engine_has_answered(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """Oxigraph's timeout does not stop a sort: the client has its 422 at the deadline, but the query keeps its
@@ -207,6 +210,7 @@ def test_a_query_the_engine_runs_on_past_its_timeout_keeps_its_place_until_the_e
 
 # --- several app workers on one engine ------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_gunicorn_workers_share_one_engine(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Two gunicorn workers: a collection written through one is answered from by both (their label indexes
     follow the store's data version), and every session id is unique."""
@@ -249,6 +253,7 @@ def ask(url: str, question: str) -> tuple[str, str]:
 
 # --- the single-machine production set-up ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_serve_with_engine_runs_oxigraph_and_workers_and_stops_both(tmp_path: Path) -> None:
     data = tmp_path / "one.nt"
     data.write_text(f"<{ENTITY.atlantis.value}> <{vocab.RDFS.label.value}> \"Atlantis\" .\n")
@@ -325,6 +330,7 @@ def test_a_resource_as_rdf_asks_the_engine_for_no_more_edges_than_the_row_limit(
     assert len(edges) == 2 and all(text.rstrip().endswith("LIMIT 11") for text in edges), edges
 
 
+@pytest.mark.slow
 def test_the_page_of_a_hub_lists_some_of_its_edges_without_sorting_them_all(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """The resource page of an IRI with 300,000 incoming edges: sorting them all to show 500 took the engine

@@ -195,6 +195,7 @@ def test_slugs_are_ascii() -> None:
 
 
 @pytest.mark.skipif(not FACTBOOK_JSON.is_dir(), reason="the Factbook JSON is not on this machine")
+@pytest.mark.slow
 def test_the_committed_sample_is_what_the_script_generates(tmp_path: Path) -> None:
     out = tmp_path / "factbook.nq.gz"
     assert factbook.main([str(FACTBOOK_JSON), str(out)]) == 0
@@ -208,6 +209,7 @@ def _reopen(config: Config) -> GraphStore:
     return open_store(config)
 
 
+@pytest.mark.slow
 def test_first_start_loads_the_sample_once(tmp_path: Path) -> None:
     config = Config(store_path=str(tmp_path / "share" / "glassgraph" / "store"))  # parents absent, as on a new machine
     store = open_store(config)

@@ -39,18 +39,12 @@ UPDATE = {**WRITE, "Content-Type": "application/sparql-update"}
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def production(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iterator[ProductionServer]:
+def production(tmp_path_factory: pytest.TempPathFactory, module_llm: ScriptedLLM) -> Iterator[ProductionServer]:
     """One production server for the module, with a small France graph and the scripted LLM."""
     env = {"GLASSGRAPH_MAX_BODY": str(MAX_BODY), "GLASSGRAPH_BODY_TIMEOUT": str(BODY_TIMEOUT_S),
-           "GLASSGRAPH_SSE_KEEPALIVE": "0.1", "GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": llm.base_url,
-           "GLASSGRAPH_LLM_API_KEY": "test", "GLASSGRAPH_LLM_MODEL": llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
+           "GLASSGRAPH_SSE_KEEPALIVE": "0.1", "GLASSGRAPH_LLM": "openai",
+           "GLASSGRAPH_LLM_BASE_URL": module_llm.base_url, "GLASSGRAPH_LLM_API_KEY": "test",
+           "GLASSGRAPH_LLM_MODEL": module_llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
     server = ProductionServer(tmp_path_factory.mktemp("production") / "store", env)
     try:
         put = requests.put(server.url + "/store", params={"graph": vocab.collection_graph("default").value},
@@ -63,11 +57,11 @@ def production(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> It
 
 
 @pytest.fixture
-def scripted(llm: ScriptedLLM) -> ScriptedLLM:
+def scripted(module_llm: ScriptedLLM) -> ScriptedLLM:
     """The module's scripted LLM with no reply left over from another test."""
-    while not llm.replies.empty():
-        llm.replies.get_nowait()
-    return llm
+    while not module_llm.replies.empty():
+        module_llm.replies.get_nowait()
+    return module_llm
 
 
 def ask(server: ProductionServer, query: str, timeout: float = TIMEOUT_S) -> bool:
@@ -101,6 +95,7 @@ class SlowClients:
         for sock in self.sockets:
             sock.sendall(at_once)
         self._stop = threading.Event()
+        self._sent, self._progress = 0, threading.Condition()
         self._thread = threading.Thread(target=self._drip, args=(dripped,), daemon=True)
         self._thread.start()
 
@@ -111,8 +106,16 @@ class SlowClients:
                     sock.send(dripped[i:i + 1])
                 except OSError:  # answered and closed by the server
                     pass
+            with self._progress:
+                self._sent = i + 1
+                self._progress.notify_all()
             if self._stop.wait(1.0):
                 return
+
+    def wait_sent(self, count: int) -> None:
+        """Until each connection has been sent ``count`` bytes of ``dripped``."""
+        with self._progress:
+            assert self._progress.wait_for(lambda: self._sent >= count, 60), f"sent only {self._sent} bytes"
 
     def held(self) -> int:
         """How many connections the server holds open without having answered (nothing to read, no EOF)."""
@@ -169,7 +172,7 @@ def test_clients_sending_their_headers_slowly_block_nobody(production: Productio
     scripted.reply("Paris is the capital.")
     head = request_head("GET", "/healthz", {"X-Padding": "x" * 100})
     with SlowClients(production.port, 20, b"", head) as slow:
-        time.sleep(1.5)  # each has sent a byte or two of its request line
+        slow.wait_sent(2)  # each has sent two bytes of its request line
         health = requests.get(production.url + "/healthz", timeout=TIMEOUT_S)
         capital = ask(production, f"ASK {{ <{E}france> <{R}capital> <{E}paris> }}")
         answer = graph_rag(production, streaming=False).json()
@@ -185,7 +188,7 @@ def test_clients_sending_their_body_slowly_get_408_and_block_nobody(production: 
     head = request_head("POST", "/sparql", {**UPDATE, "Content-Length": str(len(body))})
     started = time.monotonic()
     with SlowClients(production.port, 10, head, body) as slow:
-        time.sleep(0.5)
+        slow.wait_sent(1)  # each has its head and a byte of its body in
         health = requests.get(production.url + "/healthz", timeout=TIMEOUT_S)
         answered = slow.responses()
         elapsed = time.monotonic() - started
@@ -290,11 +293,11 @@ BIG_QUERY = ("SELECT ?a ?b ?padded WHERE { VALUES ?a { " + " ".join(map(str, ran
 
 
 @pytest.fixture(scope="module")
-def impatient(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iterator[ProductionServer]:
+def impatient(tmp_path_factory: pytest.TempPathFactory, module_llm: ScriptedLLM) -> Iterator[ProductionServer]:
     """A server that drops a response after ``SEND_TIMEOUT_S`` without progress, with one GraphRAG answer slot."""
     env = {"GLASSGRAPH_SEND_TIMEOUT": str(SEND_TIMEOUT_S), "GLASSGRAPH_MAX_ANSWERS": "1",
-           "GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": llm.base_url, "GLASSGRAPH_LLM_API_KEY": "test",
-           "GLASSGRAPH_LLM_MODEL": llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
+           "GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": module_llm.base_url, "GLASSGRAPH_LLM_API_KEY": "test",
+           "GLASSGRAPH_LLM_MODEL": module_llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
     server = ProductionServer(tmp_path_factory.mktemp("impatient") / "store", env)
     try:
         put = requests.put(server.url + "/store", params={"graph": vocab.collection_graph("default").value},

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from server.config import PROJECT_ROOT
 
 if str(PROJECT_ROOT) not in sys.path:
@@ -11,6 +13,7 @@ if str(PROJECT_ROOT) not in sys.path:
 from bench import soak  # noqa: E402
 
 
+@pytest.mark.slow
 def test_a_short_soak_meets_every_target_and_counts_everything() -> None:
     result = soak.run(soak.Settings(clients=4, seconds=8.0, runaway=1, slow=1, slow_body=1, never_read=1,
                                     never_read_mb=2, flood=2, deadline_s=2.0))

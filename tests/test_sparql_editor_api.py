@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from live_server import LiveServer, serve
+from live_server import LiveServer, Serving, serve
 from pyoxigraph import Literal, NamedNode, Quad, Store
 
 from server.http.sparql_errors import plain_syntax_error
@@ -115,26 +115,20 @@ def test_plain_syntax_error_keeps_a_message_without_position() -> None:
     assert plain_syntax_error("something odd", "ASK {}").sentence == "something odd"
 
 
-def test_a_check_that_would_run_long_is_stopped_at_the_deadline(tmp_path: Path) -> None:
+def test_a_check_that_would_run_long_is_stopped_at_the_deadline(tmp_path: Path, serving: Serving) -> None:
     """An ASK is evaluated (on an empty store) when it is parsed: the check runs in a query worker that
     is killed at the query deadline, and the next check gets a fresh worker."""
-    live = serve(GraphStore(tmp_path / "store"), query_deadline_s=0.5)
-    try:
-        values = " ".join(f"VALUES ?v{i} {{ {' '.join(str(n) for n in range(40))} }}" for i in range(5))
-        heavy = f"ASK {{ {values} FILTER(?v0 + ?v1 + ?v2 + ?v3 + ?v4 < 0) }}"
-        response = requests.post(f"{live.url}/api/sparql/check", data=heavy, headers={"Content-Type": QUERY},
-                                 timeout=60)
-        assert response.status_code == 422 and "deadline" in response.json()["error"]["message"]
-        assert check(live, "ASK { ?s ?p ?o }") == {"valid": True, "problem": None}
-    finally:
-        live.close()
+    live = serving(GraphStore(tmp_path / "store"), query_deadline_s=0.5)
+    values = " ".join(f"VALUES ?v{i} {{ {' '.join(str(n) for n in range(40))} }}" for i in range(5))
+    heavy = f"ASK {{ {values} FILTER(?v0 + ?v1 + ?v2 + ?v3 + ?v4 < 0) }}"
+    response = requests.post(f"{live.url}/api/sparql/check", data=heavy, headers={"Content-Type": QUERY},
+                             timeout=60)
+    assert response.status_code == 422 and "deadline" in response.json()["error"]["message"]
+    assert check(live, "ASK { ?s ?p ?o }") == {"valid": True, "problem": None}
 
 
-def test_an_in_memory_store_checks_in_the_server() -> None:
+def test_an_in_memory_store_checks_in_the_server(serving: Serving) -> None:
     """No worker process can open an in-memory store: the check runs in the server, on a small stack."""
-    live = serve(GraphStore())
-    try:
-        assert check(live, "SELECT * WHERE { ?s r:p ?o }")["problem"]["column"] == 21
-        assert check(live, "SELECT * WHERE " + "{" * 500 + "}" * 500)["valid"] is False
-    finally:
-        live.close()
+    live = serving(GraphStore())
+    assert check(live, "SELECT * WHERE { ?s r:p ?o }")["problem"]["column"] == 21
+    assert check(live, "SELECT * WHERE " + "{" * 500 + "}" * 500)["valid"] is False
