@@ -30,7 +30,8 @@ def console_url(sample_store: GraphStore) -> Iterator[str]:
     llm = ScriptedLLM()
     llm.responder = _reply
     live = serve(sample_store, llm="openai", llm_base_url=llm.base_url, llm_api_key="test",
-                 llm_model="scripted-model", llm_retries=0)
+                 llm_model="scripted-model", llm_retries=0,
+                 check_answers=False)  # streamed as written: a checked answer is read whole before it is sent
     yield live.url
     live.close()
     llm.close()

@@ -400,7 +400,7 @@ def test_ingest_never_blocks_answering(sample: GraphStore, llm: ScriptedLLM) -> 
         status = ingested(live, body["url"])
     finally:
         live.close()
-    assert answer["error"] is None and answer["answer"] == "A scripted answer from the selected edges.", answer
+    assert answer["error"] is None and answer["answer"].startswith("A scripted answer from the selected edges."), answer
     assert during["status"] == "running" and during["chunks"] == 4, during  # the answer came first
     assert during["chunks_done"] < 4 and running == during
     assert {"id", "title", "media_type", "pages", "chunks", "facts", "status", "error"} <= set(running)

@@ -423,10 +423,8 @@ class QueryWorkers:
         worker = self._queries.take(client, self.queue_wait_s)
         place = _Place(self._queries, self._long, worker, lower_priority=True)
         try:
-            generation = self._generation_for(worker, self._required(worker))
-            answer = worker.ask(("query", generation, task), deadline_s, place.move_aside, self.long_after_s)
-            worker.renewed(generation)
-            return answer
+            self._renew(worker, self._required(worker))
+            return worker.ask(("query", worker.generation, task), deadline_s, place.move_aside, self.long_after_s)
         finally:
             place.release()
 
@@ -437,9 +435,7 @@ class QueryWorkers:
         for worker in self._queries.places.take_all_free():
             try:
                 if worker is not None and worker.alive and worker.generation < self.store.generation:
-                    generation = self._generation_for(worker, self.store.generation)
-                    worker.ask(("renew", generation), _START_TIMEOUT_S)
-                    worker.renewed(generation)
+                    self._renew(worker, self.store.generation)
                     renewed += 1
             except GlassgraphError:
                 pass  # the worker is dead: its place starts a new one when next used
@@ -454,14 +450,16 @@ class QueryWorkers:
             return self.store.generation
         return self.store.data_generation
 
-    def _generation_for(self, worker: _Worker, required: int) -> int:
-        """The generation ``worker`` answers at: its snapshot's if new enough, else the store's latest
-        (the server's writes flushed first, so that opening the snapshot replays little)."""
+    def _renew(self, worker: _Worker, required: int) -> None:
+        """Give ``worker`` a snapshot at least at generation ``required``, unless its own is: the store's latest,
+        the server's writes flushed first (so that opening the snapshot replays little). Opening is the
+        server's work, not the client's: it has its own time limit, apart from the query's deadline."""
         if worker.generation >= required:
-            return worker.generation
+            return
         generation = self.store.generation
         self.store.flush()
-        return generation
+        worker.ask(("renew", generation), _START_TIMEOUT_S)
+        worker.renewed(generation)
 
     def check_and_forward(self, task: QueryTask, client: str, deadline_s: float,
                           forward: Callable[[CheckedQuery], Answer]) -> Answer:
