@@ -12,6 +12,8 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -38,22 +40,29 @@ WRITE = {"Authorization": f"Bearer {TOKEN}"}
 UPDATE = {**WRITE, "Content-Type": "application/sparql-update"}
 
 
-@pytest.fixture(scope="module")
-def production(tmp_path_factory: pytest.TempPathFactory, module_llm: ScriptedLLM) -> Iterator[ProductionServer]:
-    """One production server for the module, with a small France graph and the scripted LLM."""
-    env = {"GLASSGRAPH_MAX_BODY": str(MAX_BODY), "GLASSGRAPH_BODY_TIMEOUT": str(BODY_TIMEOUT_S),
-           "GLASSGRAPH_SSE_KEEPALIVE": "0.1", "GLASSGRAPH_LLM": "openai",
-           "GLASSGRAPH_LLM_BASE_URL": module_llm.base_url, "GLASSGRAPH_LLM_API_KEY": "test",
-           "GLASSGRAPH_LLM_MODEL": module_llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
-    server = ProductionServer(tmp_path_factory.mktemp("production") / "store", env)
+@contextmanager
+def france_server(directory: Path, llm: ScriptedLLM, settings: dict[str, str]) -> Iterator[ProductionServer]:
+    """A production server over a small France graph, answering with the scripted ``llm``, with ``settings``."""
+    env = {"GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": llm.base_url, "GLASSGRAPH_LLM_API_KEY": "test",
+           "GLASSGRAPH_LLM_MODEL": llm.model, "GLASSGRAPH_LLM_RETRIES": "0", **settings}
+    server = ProductionServer(directory / "store", env)
     try:
         put = requests.put(server.url + "/store", params={"graph": vocab.collection_graph("default").value},
                            data=FRANCE, headers={**WRITE, "Content-Type": "application/n-triples"}, timeout=30)
         assert put.status_code == 201, put.text
-        assert not ask(server, f"ASK {{ <{E}nowhere> ?p ?o }}", timeout=60)  # starts the query workers
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory: pytest.TempPathFactory, module_llm: ScriptedLLM) -> Iterator[ProductionServer]:
+    """One production server for the module, with a small France graph and the scripted LLM."""
+    settings = {"GLASSGRAPH_MAX_BODY": str(MAX_BODY), "GLASSGRAPH_BODY_TIMEOUT": str(BODY_TIMEOUT_S),
+                "GLASSGRAPH_SSE_KEEPALIVE": "0.1"}
+    with france_server(tmp_path_factory.mktemp("production"), module_llm, settings) as server:
+        assert not ask(server, f"ASK {{ <{E}nowhere> ?p ?o }}", timeout=60)  # starts the query workers
+        yield server
 
 
 @pytest.fixture
@@ -295,17 +304,9 @@ BIG_QUERY = ("SELECT ?a ?b ?padded WHERE { VALUES ?a { " + " ".join(map(str, ran
 @pytest.fixture(scope="module")
 def impatient(tmp_path_factory: pytest.TempPathFactory, module_llm: ScriptedLLM) -> Iterator[ProductionServer]:
     """A server that drops a response after ``SEND_TIMEOUT_S`` without progress, with one GraphRAG answer slot."""
-    env = {"GLASSGRAPH_SEND_TIMEOUT": str(SEND_TIMEOUT_S), "GLASSGRAPH_MAX_ANSWERS": "1",
-           "GLASSGRAPH_LLM": "openai", "GLASSGRAPH_LLM_BASE_URL": module_llm.base_url, "GLASSGRAPH_LLM_API_KEY": "test",
-           "GLASSGRAPH_LLM_MODEL": module_llm.model, "GLASSGRAPH_LLM_RETRIES": "0"}
-    server = ProductionServer(tmp_path_factory.mktemp("impatient") / "store", env)
-    try:
-        put = requests.put(server.url + "/store", params={"graph": vocab.collection_graph("default").value},
-                           data=FRANCE, headers={**WRITE, "Content-Type": "application/n-triples"}, timeout=30)
-        assert put.status_code == 201, put.text
+    settings = {"GLASSGRAPH_SEND_TIMEOUT": str(SEND_TIMEOUT_S), "GLASSGRAPH_MAX_ANSWERS": "1"}
+    with france_server(tmp_path_factory.mktemp("impatient"), module_llm, settings) as server:
         yield server
-    finally:
-        server.close()
 
 
 def never_reading(port: int, head: bytes, body: bytes) -> socket.socket:

@@ -206,13 +206,16 @@ class _Worker:
         try:
             self.tasks.send(job)
             started, cpu_before = time.monotonic(), self.cpu_seconds()
-            while on_long is not None and not self.replies.poll(min(_LONG_CHECK_S, deadline_s)):
-                if time.monotonic() - started >= deadline_s:
+            answered = False
+            while on_long is not None and time.monotonic() - started < deadline_s:
+                if self.replies.poll(min(_LONG_CHECK_S, deadline_s - (time.monotonic() - started))):
+                    answered = True
                     break
                 if self.cpu_seconds() - cpu_before >= long_after_s:
                     self._went_long(on_long)
                     on_long = None  # once
-            if not self.replies.poll(max(deadline_s - (time.monotonic() - started), 0)):
+            remaining = deadline_s - (time.monotonic() - started)
+            if not answered and (remaining <= 0 or not self.replies.poll(remaining)):
                 self.kill()
                 raise deadline_exceeded(deadline_s)
             reply = self.replies.recv()
