@@ -60,18 +60,19 @@ class Config:
     max_body_bytes: int = 10 * 1024 * 1024  # GLASSGRAPH_MAX_BODY
     body_timeout_s: float = 30.0  # GLASSGRAPH_BODY_TIMEOUT: seconds a request body may take to arrive (408)
     send_timeout_s: float = 30.0  # GLASSGRAPH_SEND_TIMEOUT: seconds a response may wait for a client reading none of it
-    threads: int = 64  # GLASSGRAPH_THREADS: threads that run requests (server.asgi); a waiting query holds one
+    threads: int = 256  # GLASSGRAPH_THREADS: threads that run requests (server.asgi); a waiting query holds one
     malloc_arenas: int = 2  # GLASSGRAPH_MALLOC_ARENAS: the worker's glibc malloc arenas (0: glibc's choice, no trim)
     max_result_rows: int = 100_000  # GLASSGRAPH_MAX_ROWS
     max_result_bytes: int = 64 * 1024 * 1024  # GLASSGRAPH_MAX_RESULT_BYTES: largest SPARQL answer body
     query_deadline_s: float = 30.0  # GLASSGRAPH_DEADLINE: a client's query is stopped past it
     query_workers: int = field(default_factory=lambda: max(2, _cores()))  # GLASSGRAPH_QUERY_WORKERS: processes
     # that evaluate clients' short queries (default: one per core, at least 2)
-    long_queries: int = field(default_factory=lambda: max(4, 2 * _cores()))  # GLASSGRAPH_LONG_QUERIES: queries
+    long_queries: int = field(default_factory=lambda: max(8, 4 * _cores()))  # GLASSGRAPH_LONG_QUERIES: queries
     # running past 1 s at once, each in a process of its own beside the short ones (429 past it)
     long_after_s: float = 1.0  # GLASSGRAPH_LONG_AFTER: CPU seconds after which a query is a long one
     queue_wait_s: float = 30.0  # GLASSGRAPH_QUEUE_WAIT: the longest a query waits for a worker (503 past it)
-    queue_per_client: int = 256  # GLASSGRAPH_QUEUE_PER_CLIENT: a client's queries waiting at once (429 past it)
+    queue_per_client: int = 128  # GLASSGRAPH_QUEUE_PER_CLIENT: a client's queries waiting at once (429 past it);
+    # half of GLASSGRAPH_THREADS, so that one address cannot hold every request thread
     query_memory_mb: int = 2048  # GLASSGRAPH_QUERY_MEMORY: each query worker's memory cap (0: none)
     service_allow: tuple[str, ...] = ()  # GLASSGRAPH_SERVICE_ALLOW: endpoints SERVICE/LOAD may call
     service_timeout_s: float = 10.0  # GLASSGRAPH_SERVICE_TIMEOUT: one SERVICE call, connection to last byte

@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("glassgraph.queries")
 _START_TIMEOUT_S = 60.0
-WAITING_PER_CLIENT = 256  # GLASSGRAPH_QUEUE_PER_CLIENT's default
+WAITING_PER_CLIENT = 128  # GLASSGRAPH_QUEUE_PER_CLIENT's default
 QUEUE_WAIT_S = 30.0  # GLASSGRAPH_QUEUE_WAIT's default: the longest a query waits for a worker
 LONG_AFTER_S = 1.0  # GLASSGRAPH_LONG_AFTER's default: a query that has used this much CPU is a long one
 _LONG_CHECK_S = 0.25  # how often a running query's CPU time is read
@@ -509,9 +509,14 @@ class QueryWorkers:
 
     def check_syntax(self, task: CheckTask, client: str, deadline_s: float) -> SyntaxProblem | None:
         """``sparql_eval.check_syntax`` in a query worker (a check is as costly as a query's parse, and
-        the editor sends one per pause in typing: it must not hold up the updates' parse worker)."""
-        with self._queries.worker(client, self.queue_wait_s) as worker:
-            return worker.ask(("syntax", task), deadline_s)
+        the editor sends one per pause in typing: it must not hold up the updates' parse worker). A check
+        that turns long (a text can make the parser's proof costly) steps aside as a query does."""
+        worker = self._queries.take(client, self.queue_wait_s)
+        place = _Place(self._queries, self._long, worker, lower_priority=True)
+        try:
+            return worker.ask(("syntax", task), deadline_s, place.move_aside, self.long_after_s)
+        finally:
+            place.release()
 
     def close(self) -> None:
         """Stop every worker (the server is shutting down)."""
