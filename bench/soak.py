@@ -126,6 +126,7 @@ class Tally:
     flood: list[tuple[str, int, float]] = field(default_factory=list)  # (path, status, seconds)
     unread: list[tuple[int, str]] = field(default_factory=list)  # never-reading clients: (status, how it ended)
     rss_mb: list[float] = field(default_factory=list)  # the worker's, sampled during the run
+    verify_deadline: list[str] = field(default_factory=list)  # checking reads after the run that got 422
     held: int = 0
     held_max: int = 0
     held_longest_s: float = 0.0
@@ -578,21 +579,38 @@ def log_problems(server: ProductionServer) -> list[str]:
     return problems
 
 
-def update_found(url: str, triple: str) -> bool:
-    response = read_back("GET", url + "/sparql", params={"query": f"ASK {{ GRAPH <{UPDATE_GRAPH}> {{ {triple} }} }}"},
-                         headers=RESULTS_JSON)
-    return response is not None and response.status_code == 200 and response.json().get("boolean") is True
+def verify_read(soak: Soak, method: str, path: str, **kwargs: object) -> requests.Response | None:
+    """A read that checks an acknowledged write. A 422 (stopped at the soak's low deadline) proves nothing
+    about the write: it is counted (``verify_deadline``, in the table) and the read is sent once more. Seen
+    about once in four short soaks: the first read after the run, on a worker whose snapshot sat idle for
+    seconds, spun to the deadline while the same ASK on a new snapshot took 1 ms (see docs/decisions.md 21)."""
+    response = read_back(method, soak.url + path, **kwargs)
+    if response is not None and response.status_code == 422:
+        soak.tally.add("verify_deadline", path)
+        response = read_back(method, soak.url + path, **kwargs)
+    return response
 
 
-def graph_found(url: str, graph: str, body: str) -> bool:
-    response = read_back("GET", url + "/store", params={"graph": graph}, headers={"Accept": N_TRIPLES})
+def update_found(soak: Soak, triple: str) -> str:
+    """'' when ASK finds the acknowledged triple, else why not (the answer's status, or no answer)."""
+    response = verify_read(soak, "GET", "/sparql", params={"query": f"ASK {{ GRAPH <{UPDATE_GRAPH}> {{ {triple} }} }}"},
+                           headers=RESULTS_JSON)
+    if response is None:
+        return "ASK: no response"
+    if response.status_code != 200:
+        return f"ASK: {response.status_code} {response.text[:120]}"
+    return "" if response.json().get("boolean") is True else "ASK: false"
+
+
+def graph_found(soak: Soak, graph: str, body: str) -> bool:
+    response = verify_read(soak, "GET", "/store", params={"graph": graph}, headers={"Accept": N_TRIPLES})
     return response is not None and reads_back(response, body)
 
 
-def trace_complete(url: str, session: str) -> bool:
+def trace_complete(soak: Soak, session: str) -> bool:
     """The session's trace reads back whole: answered, or no-answer (a question the graph cannot answer, such as
     Japan's land borders, is recorded so), with its retrieval, selection and answer."""
-    response = read_back("GET", url + "/api/explain", params={"id": session}, headers={"Accept": "application/json"})
+    response = verify_read(soak, "GET", "/api/explain", params={"id": session}, headers={"Accept": "application/json"})
     if response is None or response.status_code != 200:
         return False
     trace = response.json()
@@ -604,9 +622,9 @@ def lost_writes(soak: Soak) -> list[str]:
     """Acknowledged update triples that ASK does not find, and acknowledged graphs that do not read back."""
     tally = soak.tally
     with ThreadPoolExecutor(2) as pool:  # two at a time: the query workers' default number
-        updates = list(pool.map(lambda triple: update_found(soak.url, triple), tally.updates))
-        graphs = list(pool.map(lambda item: graph_found(soak.url, *item), tally.graphs.items()))
-    lost = [triple for triple, found in zip(tally.updates, updates, strict=True) if not found]
+        updates = list(pool.map(lambda triple: update_found(soak, triple), tally.updates))
+        graphs = list(pool.map(lambda item: graph_found(soak, *item), tally.graphs.items()))
+    lost = [f"{triple} ({why})" for triple, why in zip(tally.updates, updates, strict=True) if why]
     return lost + [graph for graph, found in zip(tally.graphs, graphs, strict=True)
                    if not found or graph in tally.misread]
 
@@ -614,7 +632,7 @@ def lost_writes(soak: Soak) -> list[str]:
 def lost_traces(soak: Soak) -> list[str]:
     """Returned sessions whose trace is missing or incomplete (and GraphRAG answers that returned none)."""
     with ThreadPoolExecutor(4) as pool:
-        complete = list(pool.map(lambda session: trace_complete(soak.url, session), soak.tally.sessions))
+        complete = list(pool.map(lambda session: trace_complete(soak, session), soak.tally.sessions))
     lost = [session for session, ok in zip(soak.tally.sessions, complete, strict=True) if not ok]
     return lost + ["a GraphRAG answer without a session id or end_of_session"] * soak.tally.broken_answers
 
@@ -734,6 +752,7 @@ def rows(result: Result) -> list[list[str]]:
         ["5xx", str(sum(1 for status in statuses if status >= 500))],
         ["acknowledged writes", f"{len(tally.updates)} updates, {len(tally.graphs)} graph PUTs"],
         ["lost writes", str(len(result.lost_writes))],
+        ["checking reads stopped at the deadline, then sent again", str(len(result.tally.verify_deadline))],
         ["GraphRAG sessions returned", str(len(tally.sessions))],
         ["lost traces", str(len(result.lost_traces))],
         ["latency of normal (mixed) requests p50 / p99 (ms)", _p50_p99([seconds for _, _, seconds in tally.normal])],
