@@ -151,6 +151,18 @@ def test_a_multipart_upload_needs_a_file_part(server: LiveServer, store: GraphSt
     assert len(store) == 0
 
 
+@pytest.mark.parametrize("repeated", ["file", "title"])
+def test_a_multipart_upload_with_a_part_twice_is_refused(server: LiveServer, store: GraphStore, repeated: str) -> None:
+    """Two documents (or two titles) in one upload would keep one and drop the other without a word."""
+    parts = [("file", ("a.txt", b"Lisbon is the capital of Portugal.", "text/plain")), ("title", (None, "Notes"))]
+    parts.append(("file", ("b.txt", b"Madrid is the capital of Spain.", "text/plain")) if repeated == "file"
+                 else ("title", (None, "Other notes")))
+    response = requests.post(documents_url(server), headers=AUTH, timeout=30, files=parts)
+    assert f"more than one part named '{repeated}'" in error_of(response, 400)
+    assert len(store) == 0
+    assert requests.get(documents_url(server), timeout=30).status_code == 404  # nothing queued: no collection
+
+
 def test_the_same_bytes_again_are_unchanged(server: LiveServer, store: GraphStore) -> None:
     first = accepted(post_text(server, NOTES.encode()))
     ingested(server, first["url"])

@@ -89,7 +89,13 @@ def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
     """``(bytes, declared media type, file name, fields)`` of the request: a multipart ``file`` part or the body."""
     fields = {key: request.args[key] for key in ("name", *_FIELDS) if key in request.args}
     if request.mimetype == MULTIPART:
-        parts = {part.name: part for part in reversed(form_parts(request.content_type, request.get_data(cache=False)))}
+        sent = form_parts(request.content_type, request.get_data(cache=False))
+        names = [part.name for part in sent]
+        repeated = sorted({name for name in names if name in ("file", *_FIELDS) and names.count(name) > 1})
+        if repeated:
+            raise BadRequest(f"the multipart upload has more than one part named {repeated[0]!r}: send one document, "
+                             "and each field once, per upload")
+        parts = {part.name: part for part in sent}
         part = parts.get("file")
         if part is None:
             raise BadRequest("a multipart upload needs a part named 'file' holding the document")
