@@ -2,11 +2,13 @@
 
 ``POST /api/collections/{c}/documents`` takes the file as the body with its media type (``?title=``,
 ``?name=`` for the file name, ``?chunk_size=``, ``?chunk_overlap=``, ``?workers=``: chunks sent to the LLM
-at once), or as ``multipart/form-data`` (a ``file`` part; the same names as fields). The bytes are checked before
-the answer: an unsupported or unreadable document is 415 or 422 at once and nothing is queued;
+at once), or as ``multipart/form-data`` (one ``file`` part; the same names as fields, each once). The bytes
+are checked before the answer: an unsupported or unreadable document is 415 or 422 at once and nothing is queued;
 a readable one is 202 with its id and status URL, or 200 when the same bytes are already there.
 """
 from __future__ import annotations
+
+from collections import Counter
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
 
@@ -90,10 +92,10 @@ def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
     fields = {key: request.args[key] for key in ("name", *_FIELDS) if key in request.args}
     if request.mimetype == MULTIPART:
         sent = form_parts(request.content_type, request.get_data(cache=False))
-        names = [part.name for part in sent]
-        repeated = sorted({name for name in names if name in ("file", *_FIELDS) and names.count(name) > 1})
+        counts = Counter(part.name for part in sent)
+        repeated = next((name for name in ("file", *_FIELDS) if counts[name] > 1), None)
         if repeated:
-            raise BadRequest(f"the multipart upload has more than one part named {repeated[0]!r}: send one document, "
+            raise BadRequest(f"the multipart upload has more than one part named {repeated!r}: send one document, "
                              "and each field once, per upload")
         parts = {part.name: part for part in sent}
         part = parts.get("file")
