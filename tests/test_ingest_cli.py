@@ -212,13 +212,20 @@ def three_files(files: Path) -> list[Path]:
     return [files / "portugal.txt", many, files / "spain.md"]
 
 
+def sigint_as_from_a_terminal() -> None:
+    """In the child before it starts: SIGINT back to its default, so that Python raises KeyboardInterrupt on
+    it. A suite started as a background job inherits SIGINT ignored, and a child would too."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupted(store: Path, paths: list[Path], llm: ScriptedLLM, sig: signal.Signals) -> tuple[int, int]:
     """Start ingesting ``paths``; once the first is committed (its line printed) and extraction of the
     second has begun, send ``sig``. Returns (exit code, LLM requests made after the signal)."""
     env = {**_env(), **ingest_env(store, llm), "PYTHONUNBUFFERED": "1"}  # each line as it is printed
     child = subprocess.Popen([*GLASSGRAPH, "ingest", *map(str, paths), "-C", "notes", "--chunk-size", "40",
                               "--chunk-overlap", "0", "--workers", "2"],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=sigint_as_from_a_terminal)
     try:
         first = child.stdout.readline()
         assert DOCUMENT_LINE.match(first.strip()) and first.startswith(str(paths[0])), first
@@ -272,7 +279,8 @@ def test_ctrl_c_stops_an_ingest_waiting_on_a_local_model_and_commits_nothing(
     env = {**_env(), **ingest_env(store, scripted_llm), "GLASSGRAPH_LLM_TIMEOUT": "600",
            "GLASSGRAPH_LLM_DEADLINE": "600"}
     child = subprocess.Popen([*GLASSGRAPH, "ingest", *paths, "-C", "notes", "--workers", "2"],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=sigint_as_from_a_terminal)
     try:
         assert scripted_llm.computing.wait(60), child.communicate()  # an extraction call is being computed
         sent = time.monotonic()
