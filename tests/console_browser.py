@@ -12,14 +12,13 @@ or return what a request shows. A request the test's own navigation aborted is n
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import requests
-from werkzeug.serving import make_server
+from live_server import LiveServer
 
 from server.config import PROJECT_ROOT, Config
 from server.http.app import create_app
@@ -44,12 +43,9 @@ requires_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Deb
 def console_url(sample_store: GraphStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real app over the sample store, served by werkzeug on a free loopback port."""
     config = Config.from_env(environ={}, store_path=str(tmp_path_factory.mktemp("unused")), llm="offline")
-    server = make_server("127.0.0.1", 0, create_app(config, store=sample_store), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join()
+    live = LiveServer(create_app(config, store=sample_store))
+    yield live.url
+    live.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ from server.config import Config
 from server.http.app import create_app
 from server.store import GraphStore
 
+POLL_S = 0.02  # how often serve_forever looks for shutdown: werkzeug's 0.5 s default was half a second per test
+
 
 class LiveServer:
     """``LiveServer(app)`` serves until ``close()``; ``url`` is ``http://127.0.0.1:PORT``."""
@@ -24,7 +26,7 @@ class LiveServer:
         self._server.daemon_threads = True
         self.port = self._server.server_port
         self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_S,), daemon=True)
         self._thread.start()
 
     def close(self) -> None:

@@ -6,6 +6,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from live_server import POLL_S
+
 EMPTY_RESULTS = b'{"head":{"vars":[]},"results":{"bindings":[{}]}}'
 
 
@@ -50,7 +52,7 @@ class LoopbackListener:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_port}/sparql"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, args=(POLL_S,), daemon=True).start()
 
     def close(self) -> None:
         self._server.shutdown()

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from live_server import POLL_S
 
 
 @dataclass
@@ -86,7 +87,7 @@ class ScriptedLLM:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._server.block_on_close = False
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_S,), daemon=True)
         self._thread.start()
 
     @property

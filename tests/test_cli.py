@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
@@ -21,9 +20,9 @@ from pathlib import Path
 import pytest
 import requests
 from conftest import start_engine
-from flask import request
+from flask import Flask, request
+from live_server import LiveServer
 from pyoxigraph import NamedNode, Quad
-from werkzeug.serving import make_server
 
 from server.cli.arguments import LIMIT_FLAGS
 from server.cli.tg_invoke import _sse
@@ -67,15 +66,12 @@ def run(command: list[str], *args: str, env: dict[str, str] | None = None) -> su
                           env={**_env(), **(env or {})}, timeout=120)
 
 
-def _serve(app) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+def _serve(app: Flask) -> Iterator[str]:
+    live = LiveServer(app)
     try:
-        yield f"http://127.0.0.1:{server.server_port}"
+        yield live.url
     finally:
-        server.shutdown()
-        thread.join()
+        live.close()
 
 
 @pytest.fixture(scope="module")
