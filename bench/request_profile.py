@@ -103,7 +103,7 @@ def profile_app(engine_url: str, queries: dict[str, tuple[str, str]], prefixes: 
             answered = sum(ask_all() for _ in range(rounds))
             elapsed = time.perf_counter() - started
     finally:
-        app.extensions["glassgraph.queries"].close()
+        app.extensions["glassgraph.runtime"].close()
     out = io.StringIO()
     stats = pstats.Stats(*profiles, stream=out)
     out.write(f"{answered} of {rounds * len(queries)} requests answered in {elapsed:.2f} s "

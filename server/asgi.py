@@ -26,8 +26,9 @@ config = _checked(Config.from_env())
 # before the store and the request threads start: arenas are bounded for the threads that have none yet
 tuned = config.malloc_arenas > 0 and allocator.tune(config.malloc_arenas)
 flask_app = create_app(config)
-if "glassgraph.queries" in flask_app.extensions:
-    flask_app.extensions["glassgraph.queries"].prestart()
+queries = flask_app.extensions["glassgraph.runtime"].queries
+if queries is not None:
+    queries.prestart()
 app = WsgiBridge(flask_app, max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
                  threads=config.threads, send_timeout_s=config.send_timeout_s,
                  trimmer=allocator.Trimmer() if tuned else None, check_head=early_write_refusal(config))

@@ -32,10 +32,7 @@ class LiveServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        for name in ("glassgraph.queries", "glassgraph.documents"):
-            workers = self.app.extensions.get(name)
-            if workers is not None:
-                workers.close()
+        self.app.extensions["glassgraph.runtime"].close()
 
 
 def serve(store: GraphStore, **settings: object) -> LiveServer:

@@ -121,7 +121,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Ite
         store.extend([Quad(subject, predicate, term, graph) for term in _OBJECTS])  # so `?s ?p 1SERVICE` matches
         app = create_app(Config(store_path=None, load_sample=False, llm="offline", token=TOKEN), store)
         yield app.test_client(), endpoint
-        app.extensions["glassgraph.queries"].close()
+        app.extensions["glassgraph.runtime"].close()
     endpoint.close()
 
 

@@ -412,6 +412,6 @@ def test_request_log_is_one_json_line(server: LiveServer) -> None:
 
 def test_healthz(server: LiveServer) -> None:
     body = requests.get(server.url + "/healthz").json()
-    store = server.app.extensions["glassgraph.store"]
+    store = server.app.extensions["glassgraph.runtime"].store
     assert body["ok"] is True and body["store"] == store.location and isinstance(body["collections"], int)
     assert body["store"].endswith("store") or body["store"].startswith("http://127.0.0.1:")

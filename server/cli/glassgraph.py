@@ -23,7 +23,7 @@ from server.cli.arguments import add_query_arguments, add_show_source, check_que
 from server.cli.display import StreamDisplay, trace_lines
 from server.cli.errors import EXIT_OK, CliError, run_tool
 from server.config import Config
-from server.errors import BadRequest, LLMFailed, NotFound, StoreFailed, StoreLocked, Unavailable
+from server.errors import BadRequest, NotFound, StoreFailed, StoreLocked, Unavailable
 from server.explain.trace import MAX_SESSION_OFFSET
 from server.rag.retrieval import RetrievalLimits
 from server.store import GraphStore, store_directory
@@ -228,13 +228,10 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         args.command_parser.error(str(exc))
     store = _open(config, sample=True)  # before the pipeline's imports (seconds): a held store fails fast
     from server.explain.trace import read_trace
-    from server.rag.llm import LLMError
     from server.rag.pipeline import make_graph_rag
+    from server.rag.providers import llm_ready
 
-    try:
-        rag = make_graph_rag(store, config)
-    except (LLMError, ValueError) as exc:
-        raise LLMFailed(f"cannot set up the LLM: {exc}") from None
+    rag = llm_ready(lambda: make_graph_rag(store, config))
     explainable = explain_wanted(args)
     messages = (message.to_dict() for message in rag.run(args.question, args.collection, explainable, limits))
     display = StreamDisplay(sys.stdout, sys.stderr, lambda iri: read_trace(store, iri), args.format,

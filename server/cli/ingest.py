@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from server.cli.errors import CliError
 from server.config import Config
-from server.errors import LLMFailed, NotFound, UnreadableDocument, UnsupportedDocument
+from server.errors import NotFound, UnreadableDocument, UnsupportedDocument
 from server.ingest.catalog import existing_document
 from server.ingest.documents import Ingester, IngestOptions, IngestReport, document_id
 from server.ingest.formats import read_document
@@ -69,14 +69,10 @@ def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[]
     except ValueError as exc:
         args.command_parser.error(str(exc))
     ids = check_files(args.files, config.max_document_bytes, args.collection)
-    from server.rag.llm import LLMError
-    from server.rag.providers import make_extractor
+    from server.rag.providers import llm_ready, make_extractor
 
     quiet_libraries()
-    try:
-        llm = make_extractor(config)
-    except (LLMError, ValueError) as exc:
-        raise LLMFailed(f"cannot set up the LLM: {exc}") from None
+    llm = llm_ready(lambda: make_extractor(config))
     if llm is None:
         print("note: no LLM configured (GLASSGRAPH_LLM=offline): documents are stored and their chunks linked to "
               "the entities they mention; no new relationships are extracted", file=sys.stderr)

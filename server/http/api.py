@@ -7,32 +7,27 @@ import json
 import threading
 from collections.abc import Iterator
 
-from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 
-from server.config import Config
 from server.errors import (
     BadRequest,
     Busy,
     ContentTooLarge,
-    LLMFailed,
     NotAcceptable,
     NotFound,
     UnsupportedMediaType,
 )
-from server.explain.retention import AutoPrune
 from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, trace_quads
-from server.http.context import current_config, current_store
+from server.http.context import current_config, current_runtime, current_store
 from server.http.descriptions import current_collections
 from server.http.keepalive import with_keepalive
 from server.http.negotiation import GRAPH_MEDIA, negotiate
 from server.http.params import int_parameter, iri_parameter
-from server.http.question_rate import QuestionRate
 from server.http.responses import rdf_response
 from server.http.write_gate import write_refusal
-from server.rag.llm import LLMError
 from server.rag.messages import GraphRagResponse
-from server.rag.pipeline import GraphRag, make_graph_rag
 from server.rag.retrieval import RetrievalLimits
+from server.runtime import Runtime
 
 blueprint = Blueprint("api", __name__)
 
@@ -40,49 +35,28 @@ SSE, NDJSON, JSON = "text/event-stream", "application/x-ndjson", "application/js
 # field -> (lowest, highest) accepted value
 FIELDS = {"query", "collection", "explainable", "streaming", "user", *RetrievalLimits.RANGES}
 NOT_RECORDED = {"Glassgraph-Trace": "not-recorded (read-only)"}
-_pipeline_lock = threading.Lock()
 
 
-def _answer_slot(app: Flask) -> threading.BoundedSemaphore:
+def _answer_slot(runtime: Runtime) -> threading.BoundedSemaphore:
     """One of ``GLASSGRAPH_MAX_ANSWERS`` places for a GraphRAG answer in progress; 429 when none is free.
 
     An answer holds a request thread until its last message (a slow LLM holds it long), so the
     cap keeps threads for health checks, queries and writes. The caller releases the place when
     the response is closed.
     """
-    with _pipeline_lock:
-        slots = app.extensions.setdefault("glassgraph.answer_slots",
-                                          threading.BoundedSemaphore(app.config["GLASSGRAPH"].max_answers))
-    if not slots.acquire(blocking=False):
-        raise Busy(f"{app.config['GLASSGRAPH'].max_answers} GraphRAG answers are already in progress "
-                             "(GLASSGRAPH_MAX_ANSWERS): try again shortly", {"Retry-After": "2"})
-    return slots
+    if not runtime.answer_slots.acquire(blocking=False):
+        raise Busy(f"{runtime.config.max_answers} GraphRAG answers are already in progress "
+                   "(GLASSGRAPH_MAX_ANSWERS): try again shortly", {"Retry-After": "2"})
+    return runtime.answer_slots
 
 
-def _count_question(app: Flask) -> None:
+def _count_question(runtime: Runtime) -> None:
     """An anonymous question counts against its client's rate (429 past it); a recorded one may first
     prune traces past the retention policy."""
-    config: Config = app.config["GLASSGRAPH"]
-    with _pipeline_lock:
-        rate = app.extensions.setdefault("glassgraph.question_rate", QuestionRate(config.question_rate))
-        prune = app.extensions.setdefault("glassgraph.auto_prune", AutoPrune(config.retention))
-    if write_refusal(config, request.headers.get("Authorization")) is not None:
-        rate.take(request.remote_addr or "unknown")
-    if not config.read_only:
-        prune.maybe_prune(current_store())
-
-
-def pipeline(app: Flask) -> GraphRag:
-    """The app's one pipeline (its retriever caches labels across requests), built on first use."""
-    with _pipeline_lock:
-        rag = app.extensions.get("glassgraph.rag")
-        if rag is None:
-            try:
-                rag = make_graph_rag(app.extensions["glassgraph.store"], app.config["GLASSGRAPH"])
-            except (LLMError, ValueError) as exc:  # e.g. GLASSGRAPH_LLM=openai with no key and no base URL
-                raise LLMFailed(f"cannot set up the LLM: {exc}") from None
-            app.extensions["glassgraph.rag"] = rag
-        return rag
+    if write_refusal(runtime.config, request.headers.get("Authorization")) is not None:
+        runtime.question_rate.take(request.remote_addr or "unknown")
+    if not runtime.config.read_only:
+        runtime.auto_prune.maybe_prune(runtime.store)
 
 
 # --- POST /api/graph-rag ----------------------------------------------------------------------
@@ -173,11 +147,11 @@ def graph_rag() -> Response:
     media = negotiate(accept, [SSE, NDJSON]) if streaming else JSON
     if media is None:
         raise NotAcceptable(f"a streamed answer is sent as {SSE} or {NDJSON}; or set \"streaming\": false")
-    app = current_app._get_current_object()
-    _count_question(app)
-    slot = _answer_slot(app)
+    runtime = current_runtime()
+    _count_question(runtime)
+    slot = _answer_slot(runtime)
     try:
-        messages = pipeline(app).run(query, collection, explainable and not read_only, limits)
+        messages = runtime.pipeline.run(query, collection, explainable and not read_only, limits)
         if not streaming:
             response = jsonify(_collect(messages))
         else:

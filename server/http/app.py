@@ -1,22 +1,22 @@
-"""The Flask application factory: one store and one pipeline per process, a blueprint per area."""
+"""The Flask application factory: the process's services built once (``server.runtime``), a blueprint per area."""
 from __future__ import annotations
 
 from flask import Flask, Response, request
 
 from server.config import TEMPLATES_DIR, Config
-from server.remote_store import RemoteStore
+from server.runtime import Runtime
 from server.store_base import StoreBackend
 
 
 def create_app(config: Config | None = None, store: StoreBackend | None = None) -> Flask:
-    """Build the app; ``store`` defaults to the configured one (with the sample data on first start)."""
+    """Build the app and its services (``server.runtime``); ``store`` defaults to the configured one (with
+    the sample data on first start)."""
     from server.bootstrap import open_store
     from server.http.body import install_whole_body_reading
     from server.http.cors import install_cors
     from server.http.errors import install_error_handlers
     from server.http.headers import install_security_headers
     from server.http.ops import install_request_logging
-    from server.http.query_workers import QueryWorkers
     from server.http.write_gate import install_write_gate
 
     config = config or Config.from_env()
@@ -24,13 +24,7 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
     app.config["GLASSGRAPH"] = config
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
     app.config["MAX_FORM_MEMORY_SIZE"] = config.max_body_bytes
-    store = app.extensions["glassgraph.store"] = store if store is not None else open_store(config)
-    if isinstance(store, RemoteStore) or (store.path is not None and config.query_workers > 0):
-        # a remote engine evaluates, but worker processes still check what is sent
-        app.extensions["glassgraph.queries"] = QueryWorkers(
-            None if isinstance(store, RemoteStore) else store.path, max(config.query_workers, 1),
-            config.query_memory_mb, store, config.long_queries, config.queue_per_client, config.long_after_s,
-            config.queue_wait_s)
+    app.extensions["glassgraph.runtime"] = Runtime(config, store if store is not None else open_store(config))
 
     from server.http import (
         api,

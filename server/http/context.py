@@ -1,4 +1,4 @@
-"""Per-app objects for the blueprints (the store, the config) and the write-access rule."""
+"""Per-app objects for the blueprints (the runtime's services, the config) and the write-access rule."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -9,11 +9,17 @@ from pyoxigraph import DefaultGraph, NamedNode
 from server.config import Config
 from server.http.query_workers import QueryWorkers
 from server.http.write_gate import write_refusal
+from server.runtime import Runtime
 from server.store_base import StoreBackend
 
 
+def current_runtime() -> Runtime:
+    """The app's services (``server.runtime``), built when the app was."""
+    return current_app.extensions["glassgraph.runtime"]
+
+
 def current_store() -> StoreBackend:
-    return current_app.extensions["glassgraph.store"]
+    return current_runtime().store
 
 
 def current_config() -> Config:
@@ -22,7 +28,7 @@ def current_config() -> Config:
 
 def current_queries() -> QueryWorkers | None:
     """The worker processes for clients' queries; None for an in-memory store (see query_workers)."""
-    return current_app.extensions.get("glassgraph.queries")
+    return current_runtime().queries
 
 
 def current_client() -> str:

@@ -36,7 +36,7 @@ def kept_until_written(app: Flask, key: str, compute: Callable[[], T], traces_ma
     process. GraphRAG explanations (which any client can cause) renew it at most every ``TRACES_REFRESH_S``
     when ``traces_matter``, and so does a store other processes write to (a remote engine): their writes
     are not counted here."""
-    store = app.extensions["glassgraph.store"]
+    store = app.extensions["glassgraph.runtime"].store
     with _locks_lock:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
@@ -53,12 +53,12 @@ def kept_until_written(app: Flask, key: str, compute: Callable[[], T], traces_ma
 def current_descriptions(app: Flask) -> list[GraphDescription]:
     """The store's graphs described (describing took 0.8 s on a 1.3M-quad store, so a question before
     each VoID request held a thread that long); explanations are described too, so they renew it."""
-    store = app.extensions["glassgraph.store"]
+    store = app.extensions["glassgraph.runtime"].store
     return kept_until_written(app, "glassgraph.void", lambda: describe_store(store), traces_matter=True)
 
 
 def current_collections(app: Flask) -> list[dict[str, object]]:
     """``StoreBackend.collections()``: every collection with its triple counts (counting every graph took
     0.5-1.8 s a request on the sample); explanations are in no collection."""
-    store = app.extensions["glassgraph.store"]
+    store = app.extensions["glassgraph.runtime"].store
     return kept_until_written(app, "glassgraph.collections", store.collections)

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
+from flask import Blueprint, Response, jsonify, request, url_for
 
-from server.errors import BadRequest, ContentTooLarge, LLMFailed, NotFound
-from server.http.api import pipeline
-from server.http.context import current_config, current_store, require_write_access
-from server.http.document_readers import DocumentReaders
+from server.errors import BadRequest, ContentTooLarge, NotFound
+from server.http.context import current_config, current_runtime, current_store, require_write_access
 from server.http.multipart import MULTIPART, form_parts
 from server.ingest.catalog import (
     delete_document,
@@ -24,10 +22,8 @@ from server.ingest.catalog import (
     existing_document,
     list_documents,
 )
-from server.ingest.documents import Ingester, IngestOptions, chunk_spans, document_id
-from server.ingest.jobs import IngestJobs, Job
-from server.rag.llm import LLMError
-from server.rag.providers import make_extractor
+from server.ingest.documents import IngestOptions, chunk_spans, document_id
+from server.ingest.jobs import Job
 
 blueprint = Blueprint("documents", __name__)
 
@@ -36,39 +32,14 @@ MAX_WORKERS = 16
 _FIELDS = ("title", "chunk_size", "chunk_overlap", "workers", "replace")
 
 
-def _jobs(app: Flask) -> IngestJobs:
-    """The app's ingest queue, sharing the pipeline's label index (one index per collection in memory),
-    made by the first upload: an LLM that cannot be set up is a 502 naming the setting."""
-    jobs = app.extensions.get("glassgraph.ingest")
-    if jobs is None:
-        try:
-            rag = pipeline(app)
-            extractor = make_extractor(app.config["GLASSGRAPH"])
-        except (LLMError, ValueError) as exc:
-            raise LLMFailed(f"cannot set up the LLM: {exc}") from None
-        jobs = app.extensions.setdefault("glassgraph.ingest", IngestJobs(
-            Ingester(rag.store, rag.retriever.index, extractor)))
-    return jobs
-
-
-def _readers(app: Flask) -> DocumentReaders:
-    """The app's document readers (worker processes started on first use)."""
-    readers = app.extensions.get("glassgraph.documents")
-    if readers is None:
-        config = app.config["GLASSGRAPH"]
-        readers = app.extensions.setdefault("glassgraph.documents", DocumentReaders(config.document_read_s,
-                                                                                    config.document_memory_mb))
-    return readers
-
-
 def _queued(collection: str) -> list[Job]:
-    """The jobs of ``collection`` (none before the first upload: reading needs no LLM)."""
-    jobs: IngestJobs | None = current_app.extensions.get("glassgraph.ingest")
+    """The jobs of ``collection`` (none without an ingest queue: listing needs no LLM)."""
+    jobs = current_runtime().queued_jobs
     return jobs.of_collection(collection) if jobs is not None else []
 
 
 def _queued_job(collection: str, doc_id: str) -> Job | None:
-    jobs: IngestJobs | None = current_app.extensions.get("glassgraph.ingest")
+    jobs = current_runtime().queued_jobs
     return jobs.get(collection, doc_id) if jobs is not None else None
 
 
@@ -154,9 +125,9 @@ def ingest(collection: str) -> Response:
         return jsonify(id=doc_id, status="unchanged", url=url,
                        message="the same bytes are already in this collection: nothing was ingested "
                                "(?replace=true extracts them again)")
-    document = _readers(current_app).read(data, declared, name)
+    document = current_runtime().readers.read(data, declared, name)
     chunk_spans(document, options)  # a document over the limits is refused now, not after its 202
-    job = _jobs(current_app).submit(Job(doc_id, collection, options.title or document.title or name,
+    job = current_runtime().ingest_jobs.submit(Job(doc_id, collection, options.title or document.title or name,
                                         document.media_type), data, document, name, options)
     response = jsonify(id=doc_id, status=job.status, url=url)
     response.status_code = 202

@@ -25,6 +25,7 @@ from server.http.context import (
     current_client,
     current_config,
     current_queries,
+    current_runtime,
     current_store,
     notify_written,
     public_root,
@@ -37,7 +38,6 @@ from server.http.negotiation import GRAPH_MEDIA
 from server.http.responses import answer_response
 from server.http.sparql_eval import QueryTask, UpdateTask, answer_query, evaluation_error, prepare_update
 from server.http.sparql_forward import forward_query
-from server.remote_store import RemoteStore
 from server.vocab import RDF, RDFS, Namespace
 from server.void import SD, VOID_PATH, GraphRole, dataset_iri, graph_role
 
@@ -133,8 +133,9 @@ def evaluate_query(operation: Operation) -> Response:
                      config.service_allow, tuple(g.value for g in operation.default_graphs),
                      tuple(g.value for g in operation.named_graphs), base_iri=public_url(),
                      service_limits=service_limits(config))
-    store, workers = current_store(), current_queries()
-    if isinstance(store, RemoteStore):
+    runtime = current_runtime()
+    store, workers = runtime.store, runtime.queries
+    if runtime.remote:
         task = replace(task, deadline_s=config.query_deadline_s)
         answer = workers.check_and_forward(task, current_client(), config.query_deadline_s,
                                            partial(forward_query, store, task))
@@ -157,8 +158,9 @@ def evaluate_update(operation: Operation) -> Response:
     workers = current_queries()
     prepared = (workers.prepare_update(task, config.query_deadline_s) if workers is not None
                 else prepare_update(task))
-    store = current_store()
-    spans = () if isinstance(store, RemoteStore) else prepared.service_spans  # an engine calls out itself
+    runtime = current_runtime()
+    store = runtime.store
+    spans = () if runtime.remote else prepared.service_spans  # an engine calls out itself
     with relayed(prepared.text, spans, service_limits(config)) as text:
         try:
             store.run_update(text.text, task.base_iri)

@@ -1,14 +1,27 @@
 """The LLM provider a configuration names (``GLASSGRAPH_LLM``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from server.config import Config
-from server.rag.llm import LLM
+from server.errors import LLMFailed
+from server.rag.llm import LLM, LLMError
 from server.rag.offline import OfflineLLM
 
 if TYPE_CHECKING:
     from server.rag.openai_llm import OpenAILLM
+
+T = TypeVar("T")
+
+
+def llm_ready(build: Callable[[], T]) -> T:
+    """``build()`` of something that calls the LLM; settings that cannot work (no key and no base URL, an
+    unknown provider) are :class:`LLMFailed` saying so (502 on the HTTP API, exit 1 in the CLIs)."""
+    try:
+        return build()
+    except (LLMError, ValueError) as exc:
+        raise LLMFailed(f"cannot set up the LLM: {exc}") from None
 
 
 def make_llm(config: Config) -> LLM:
