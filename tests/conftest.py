@@ -111,23 +111,55 @@ def own_store(tmp_path_factory: pytest.TempPathFactory, store_backend: str, name
         server.close()
 
 
+class SampleStores:
+    """The sample dataset in the `default` collection, built once per backend for the session.
+
+    A session fixture that depends on the parametrized ``store_backend`` is torn down at every switch of
+    backend between modules and built again (up to 3 s a time, 13 s under load): this one is not.
+    """
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp = tmp_path_factory
+        self._stores: dict[str, StoreBackend] = {}
+        self._engine: OxigraphServer | None = None
+
+    def of(self, backend: str) -> StoreBackend:
+        if backend not in self._stores:
+            self._stores[backend] = self._build(backend)
+        return self._stores[backend]
+
+    def _build(self, backend: str) -> StoreBackend:
+        if backend == "embedded":
+            path = self._tmp.mktemp("sample") / "store"
+            build_store(path, SAMPLE_DATA, "default", progress=False)  # same content as load_file, faster
+            return GraphStore(path)
+        self._engine = start_engine(self._tmp, "sample-engine")
+        remote = remote_store(self._engine.url)
+        load_file(remote, SAMPLE_DATA, "default", progress=False)
+        return remote
+
+    def close(self) -> None:
+        for store in self._stores.values():
+            if isinstance(store, RemoteStore):
+                store.close()
+        if self._engine is not None:
+            self._engine.close()
+
+
 @pytest.fixture(scope="session")
-def sample_store(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Iterator[StoreBackend]:
+def sample_stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SampleStores]:
+    stores = SampleStores(tmp_path_factory)
+    yield stores
+    stores.close()
+
+
+@pytest.fixture(scope="session")
+def sample_store(sample_stores: SampleStores, store_backend: str) -> StoreBackend:
     """One store with the sample dataset in the `default` collection, shared by a session.
 
     Tests may add explain traces to it; tests that change the knowledge graph use `store`.
     """
-    if store_backend == "embedded":
-        path = tmp_path_factory.mktemp("sample") / "store"
-        build_store(path, SAMPLE_DATA, "default", progress=False)  # same content as load_file, faster
-        yield GraphStore(path)
-        return
-    server = start_engine(tmp_path_factory, "sample-engine")
-    remote = remote_store(server.url)
-    load_file(remote, SAMPLE_DATA, "default", progress=False)
-    yield remote
-    remote.close()
-    server.close()
+    return sample_stores.of(store_backend)
 
 
 @pytest.fixture

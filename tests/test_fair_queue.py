@@ -158,6 +158,7 @@ def test_a_data_write_is_seen_at_once_and_a_trace_within_a_moment(store: GraphSt
         server.close()
 
 
+@pytest.mark.slow  # waits out deadlines by design (seconds)
 def test_a_costly_editor_check_steps_aside_like_a_query(store: GraphStore) -> None:
     """The editor's live check proves a text parses by evaluating it on an empty store: three VALUES lists of
     1,500 values cost it 3.4 billion rows. With one query worker, such checks held every worker for the

@@ -243,6 +243,7 @@ def test_html_pages_get_a_strict_content_security_policy(server: LiveServer) -> 
 
 # --- GraphRAG answers in progress -------------------------------------------------------------------
 
+@pytest.mark.slow  # waits out deadlines by design (seconds)
 def test_answers_past_the_cap_are_429_and_a_finished_answer_frees_its_place(
         france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:  # noqa: F811
     """A slow LLM holds a request thread per answer: past GLASSGRAPH_MAX_ANSWERS, new questions wait outside."""

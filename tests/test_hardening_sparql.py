@@ -205,6 +205,7 @@ def test_a_query_with_no_rows_is_stopped_at_its_deadline(store: GraphStore, serv
     assert ask(server, "ASK { ?s ?p ?o }").json()["boolean"] is True  # a new worker answers the next one
 
 
+@pytest.mark.slow  # waits out deadlines by design (seconds)
 def test_runaway_queries_move_to_the_long_lane_and_short_ones_are_answered(store: GraphStore) -> None:
     """One query worker, a long lane of one: two runaway queries take the worker's place in turn; the first
     moves to the long lane, the second, past it, is stopped with 429 naming the setting; a short query of
@@ -396,6 +397,7 @@ def test_an_update_tells_the_label_index_only_about_the_collections_it_wrote(sto
     assert sorted(notified[1:]) == ["default", "movies"]
 
 
+@pytest.mark.slow  # waits out deadlines by design (seconds)
 def test_writes_go_through_while_runaway_queries_run(store: GraphStore) -> None:
     """Updates are parsed in a worker first, but not in the queries' workers: runaway queries stall neither
     writes nor the queries after them."""

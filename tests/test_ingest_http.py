@@ -353,6 +353,7 @@ def test_an_llm_that_fails_every_call_fails_the_job_and_writes_nothing(store: Gr
     assert retried["status"] == "ingested" and retried["facts"] > 0, retried
 
 
+@pytest.mark.slow  # waits out deadlines by design (seconds)
 def test_a_full_queue_is_429_and_every_accepted_document_is_ingested(store: GraphStore, llm: ScriptedLLM) -> None:
     from server.ingest.jobs import MAX_QUEUED
 

@@ -52,6 +52,7 @@ def test_a_reply_that_never_ends_is_stopped_by_its_max_tokens(scripted_llm: Scri
     assert len(reply.split()) == selection_reply_tokens(1) == scripted_llm.requests[0].body["max_tokens"]
 
 
+@pytest.mark.slow  # waits out deadlines by design (seconds)
 def test_a_question_ends_within_its_deadline_while_the_stream_pings(france_store: GraphStore,
                                                                     scripted_llm: ScriptedLLM) -> None:
     scripted_llm.behave_like_local_model(token_s=0.001, ping_s=0.05)
@@ -69,6 +70,7 @@ def test_a_question_ends_within_its_deadline_while_the_stream_pings(france_store
     assert scripted_llm.abandoned == 0
 
 
+@pytest.mark.slow  # waits out deadlines by design (seconds)
 def test_the_server_computes_no_request_abandoned_after_a_timeout(scripted_llm: ScriptedLLM) -> None:
     scripted_llm.behave_like_local_model(token_s=0.005)
     scripted_llm.reply("the same words again")
