@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from console_browser import browser, console_url, page, session_iri  # noqa: F401  (fixtures: the console in Chromium)
 from extraction_llm import llm  # noqa: F401  (fixture: the scripted server answering extraction and GraphRAG)
+from in_process import Calling, InProcess, calling  # noqa: F401  (fixture: apps called in-process, closed after the test)
 from live_server import LiveServer, Serving, serving  # noqa: F401  (fixture: live servers closed after the test)
 from oxigraph_server import OxigraphServer
 from scripted_llm import module_llm, scripted_llm  # noqa: F401  (fixtures: scripted OpenAI-compatible server)
@@ -163,12 +164,14 @@ def sample_store(sample_stores: SampleStores, store_backend: str) -> StoreBacken
 
 
 @pytest.fixture
-def server(request: pytest.FixtureRequest, store_backend: str) -> LiveServer:
+def server(request: pytest.FixtureRequest, store_backend: str) -> LiveServer | InProcess:
     """The app on a live loopback server over the module's ``SERVER_STORE`` (the name of a store fixture;
-    ``france_store`` if unset) with its ``SERVER_SETTINGS`` (Config fields; none if unset). It names
+    ``france_store`` if unset) with its ``SERVER_SETTINGS`` (Config fields; none if unset), or called
+    in-process when the module sets ``IN_PROCESS`` (the same requests' verbs: ``live_server.Verbs``). It names
     ``store_backend`` so that a module with ``BOTH_BACKENDS`` runs its tests on both."""
     store = request.getfixturevalue(getattr(request.module, "SERVER_STORE", "france_store"))
-    start: Serving = request.getfixturevalue("serving")
+    start: Serving | Calling = request.getfixturevalue("calling" if getattr(request.module, "IN_PROCESS", False)
+                                                       else "serving")
     return start(store, **getattr(request.module, "SERVER_SETTINGS", {}))
 
 

@@ -7,17 +7,42 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 
 import pytest
+import requests
 from flask import Flask
 from werkzeug.serving import make_server
 
 from server.config import Config
 from server.http.app import create_app
 from server.store import GraphStore
+from server.store_base import StoreBackend
 
 POLL_S = 0.02  # how often serve_forever looks for shutdown: werkzeug's 0.5 s default was half a second per test
 
 
-class LiveServer:
+class Verbs:
+    """``requests``' verbs over a class's ``request(method, url, **kwargs)``: a test calls ``server.get(...)``
+    the same way whether its server listens on loopback or is called in-process (``in_process``)."""
+
+    def request(self, method: str, url: str, **kwargs: object) -> requests.Response:
+        raise NotImplementedError
+
+    def get(self, url: str, **kwargs: object) -> requests.Response:
+        return self.request("GET", url, **kwargs)
+
+    def head(self, url: str, **kwargs: object) -> requests.Response:
+        return self.request("HEAD", url, **kwargs)
+
+    def post(self, url: str, **kwargs: object) -> requests.Response:
+        return self.request("POST", url, **kwargs)
+
+    def put(self, url: str, **kwargs: object) -> requests.Response:
+        return self.request("PUT", url, **kwargs)
+
+    def delete(self, url: str, **kwargs: object) -> requests.Response:
+        return self.request("DELETE", url, **kwargs)
+
+
+class LiveServer(Verbs):
     """``LiveServer(app)`` serves until ``close()``; ``url`` is ``http://127.0.0.1:PORT``."""
 
     def __init__(self, app: Flask) -> None:
@@ -29,16 +54,24 @@ class LiveServer:
         self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_S,), daemon=True)
         self._thread.start()
 
+    def request(self, method: str, url: str, **kwargs: object) -> requests.Response:
+        return requests.request(method, url, **kwargs)
+
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
         self.app.extensions["glassgraph.runtime"].close()
 
 
-def serve(store: GraphStore, **settings: object) -> LiveServer:
+def offline_app(store: StoreBackend, **settings: object) -> Flask:
     """The app over ``store`` with ``settings`` (Config fields; in-memory config, offline LLM, no question rate)."""
     config = Config(**{"store_path": None, "load_sample": False, "llm": "offline", "question_rate": 0, **settings})
-    return LiveServer(create_app(config, store))
+    return create_app(config, store)
+
+
+def serve(store: StoreBackend, **settings: object) -> LiveServer:
+    """:func:`offline_app` on a live loopback server."""
+    return LiveServer(offline_app(store, **settings))
 
 
 def post_query(url: str, text: str, source: str = "127.0.0.1", accept: str = "application/sparql-results+json"

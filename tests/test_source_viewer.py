@@ -1,6 +1,6 @@
-"""The source viewer and the neighbourhood over HTTP on a real server (no browser): the highlighted span (a chunk
-in its page by its recorded offsets; a fact's line in its chunk), the passage as JSON, and bad input refused
-with a 4xx, never a 500."""
+"""The source viewer and the neighbourhood over HTTP, called in-process (no browser, no socket): the highlighted
+span (a chunk in its page by its recorded offsets; a fact's line in its chunk), the passage as JSON, and bad
+input refused with a 4xx, never a 500."""
 from __future__ import annotations
 
 import re
@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from html import unescape
 
 import pytest
-import requests
-from live_server import LiveServer, serve
+from in_process import InProcess, in_process
+from live_server import Serving
 from pyoxigraph import Triple
 
 from server import vocab
@@ -22,7 +22,7 @@ CHUNK = (29, 38)  # offset, length of the second line in PAGE_TEXT
 
 
 @pytest.fixture
-def server(france_store: GraphStore) -> Iterator[LiveServer]:
+def server(france_store: GraphStore) -> Iterator[InProcess]:
     """The France graph plus an ingested-style document whose chunk records its span in its page."""
     src = vocab.source_graph("default")
     doc, page, chunk = vocab.document_iri("pt"), vocab.page_iri("pt", 1), vocab.chunk_iri("pt", 1, 2)
@@ -31,9 +31,9 @@ def server(france_store: GraphStore) -> Iterator[LiveServer]:
                          *vocab.content_quads(page, PAGE_TEXT),
                          *vocab.chunk_quads(src, chunk, "Chunk 2", page, (2, offset, length)),
                          *vocab.content_quads(chunk, PAGE_TEXT[offset:offset + length])])
-    live = serve(france_store)
-    yield live
-    live.close()
+    app = in_process(france_store)
+    yield app
+    app.close()
 
 
 def marked(html: str) -> str:
@@ -41,22 +41,22 @@ def marked(html: str) -> str:
     return unescape(span)
 
 
-def test_a_chunk_with_a_recorded_span_is_highlighted_in_its_page(server: LiveServer) -> None:
-    response = requests.get(server.url + "/console/source", params={"id": vocab.chunk_iri("pt", 1, 2).value})
+def test_a_chunk_with_a_recorded_span_is_highlighted_in_its_page(server: InProcess) -> None:
+    response = server.get(server.url + "/console/source", params={"id": vocab.chunk_iri("pt", 1, 2).value})
     assert response.status_code == 200
     offset, length = CHUNK
     assert marked(response.text) == PAGE_TEXT[offset:offset + length]
     assert "Portugal</a> › <a" in response.text and "Chunk 2</span>" in response.text
 
 
-def test_a_facts_line_is_highlighted_in_its_chunk_and_sent_as_json(server: LiveServer) -> None:
+def test_a_facts_line_is_highlighted_in_its_chunk_and_sent_as_json(server: InProcess) -> None:
     chunk = vocab.chunk_iri("fr", 4, 2).value
     edge = f"<<( <{CAPITAL.subject.value}> <{CAPITAL.predicate.value}> <{CAPITAL.object.value}> )>>"
-    page = requests.get(server.url + "/console/source", params={"id": chunk, "edge": edge})
+    page = server.get(server.url + "/console/source", params={"id": chunk, "edge": edge})
     assert marked(page.text) == "The capital of France is Paris."
-    passage = requests.get(server.url + "/console/source/passage", params={"id": chunk, "edge": edge}).json()
+    passage = server.get(server.url + "/console/source/passage", params={"id": chunk, "edge": edge}).json()
     assert passage["text"][slice(*passage["span"])] == "The capital of France is Paris."
-    other = requests.get(server.url + "/console/source/passage", params={
+    other = server.get(server.url + "/console/source/passage", params={
         "id": chunk, "edge": f"<<( <{ENTITY.spain.value}> <{RELATION.capital.value}> <{ENTITY.madrid.value}> )>>"})
     assert other.json()["span"] is None  # the passage does not name the fact
 
@@ -75,13 +75,13 @@ def test_a_facts_line_is_highlighted_in_its_chunk_and_sent_as_json(server: LiveS
     ("/console/neighbourhood", {}, 400),
     ("/console/neighbourhood", {"iri": "not an iri"}, 400),
 ])
-def test_bad_input_is_a_client_error(server: LiveServer, path: str, params: dict, status: int) -> None:
-    response = requests.get(server.url + path, params=params, headers={"Accept": "text/html"})
+def test_bad_input_is_a_client_error(server: InProcess, path: str, params: dict, status: int) -> None:
+    response = server.get(server.url + path, params=params, headers={"Accept": "text/html"})
     assert response.status_code == status, response.text[:300]
 
 
-def test_the_neighbourhood_lists_iri_edges_with_labels(server: LiveServer) -> None:
-    body = requests.get(server.url + "/console/neighbourhood", params={"iri": ENTITY.france.value}).json()
+def test_the_neighbourhood_lists_iri_edges_with_labels(server: InProcess) -> None:
+    body = server.get(server.url + "/console/neighbourhood", params={"iri": ENTITY.france.value}).json()
     edges = {(t["s"]["i"], t["p"]["i"], t["o"]["i"]) for t in body["triples"]
              if t["p"]["i"] not in (vocab.RDFS.label.value, vocab.RDF.type.value)}
     assert edges == {(ENTITY.france.value, RELATION.capital.value, ENTITY.paris.value),
@@ -90,23 +90,25 @@ def test_the_neighbourhood_lists_iri_edges_with_labels(server: LiveServer) -> No
     assert labels[ENTITY.paris.value] == "Paris" and body["complete"] is True
 
 
-def test_a_label_of_many_words_over_a_table_of_numbers_is_answered_in_time(server: LiveServer,
+def test_a_label_of_many_words_over_a_table_of_numbers_is_answered_in_time(serving: Serving,
                                                                             france_store: GraphStore) -> None:
     """The attacker's reproduction: a page of number lines and an anonymous edge whose object is 4,000 zeros
     then an X. The regular expression that found the span took the text's length times the label's words
-    (minutes here, holding the GIL); the client's timeout is a hang guard, not a measure (the bench has those)."""
+    (minutes here, holding the GIL); on a live server, the client's timeout is a hang guard, not a measure
+    (the bench has those)."""
     src, doc, page = vocab.source_graph("default"), vocab.document_iri("zeros"), vocab.page_iri("zeros", 1)
     france_store.extend([*vocab.document_quads(src, doc, "Zeros"), *vocab.page_quads(src, page, "Page 1", doc),
                          *vocab.content_quads(page, ("0 " * 50 + "\n") * 10_000)])  # 1 MB
+    server = serving(france_store)
     label = " ".join(["0"] * 4_000 + ["X"])
     edge = f'<<( <http://x/s> <http://x/p> "{label}" )>>'
     for path in ("/console/source", "/console/source/passage"):
-        response = requests.get(server.url + path, params={"id": page.value, "edge": edge}, timeout=30)
+        response = server.get(server.url + path, params={"id": page.value, "edge": edge}, timeout=30)
         assert response.status_code == 200, response.text[:300]
     assert response.json()["span"] is None
-    found = requests.get(server.url + "/console/source/passage", timeout=30, params={
+    found = server.get(server.url + "/console/source/passage", timeout=30, params={
         "id": page.value, "edge": f'<<( <http://x/s> <http://x/p> "{" ".join(["0"] * 4_000)}" )>>'}).json()
     assert found["span"] == [0, 80 * 101 - 2]  # from the first line to the end of the 80th, where the label ends
-    line = requests.get(server.url + "/console/source/passage", timeout=30, params={
+    line = server.get(server.url + "/console/source/passage", timeout=30, params={
         "id": page.value, "edge": '<<( <http://x/s> <http://x/p> "0 0 0" )>>'}).json()
     assert line["span"] == [0, 99]
