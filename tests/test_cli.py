@@ -161,6 +161,15 @@ def assert_one_line_failure(result: subprocess.CompletedProcess[str], code: int,
 
 # --- tg-invoke-graph-rag against a real server ---------------------------------------------------------
 
+def test_blocks_sent_into_the_answers_pipe_start_on_a_line_of_their_own(server_url: str) -> None:
+    """``2>&1 | less``: the answer's last line ends before the ``[answer]`` block that follows it."""
+    result = subprocess.run([*TG_INVOKE, "-u", server_url, "--explainable", "-q", QUESTION], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, encoding="utf-8", env=_env(), timeout=120)
+    assert result.returncode == 0, result.stdout
+    assert "Paris [1]." in result.stdout
+    assert re.search(r"(?m)^\[answer\] urn:trustgraph:prov:answer:", result.stdout), result.stdout
+
+
 def test_explainable_blocks_in_order_with_labels_and_sources(server_url: str, sample_store: GraphStore) -> None:
     result = run(TG_INVOKE, "-u", server_url, "--explainable", "-q", QUESTION)
     assert result.returncode == 0, result.stderr

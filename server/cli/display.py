@@ -10,6 +10,7 @@ answer goes to stdout, so redirecting stdout keeps just the answer. The selectio
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
@@ -170,6 +171,7 @@ class StreamDisplay:
         self.fmt, self.explainable, self.show_source = fmt, explainable, show_source
         self._answer_open = False  # answer text written that does not end with a newline
         self._model: str | None = None  # from the session step's triples
+        self._one_screen = _one_screen(out, err)
 
     def run(self, messages: Iterable[dict]) -> None:
         """Display the whole stream; raises :class:`StreamError` on an error message or early end."""
@@ -215,7 +217,7 @@ class StreamDisplay:
             lines += [f"    Unsupported: {one_line(sentence)}" for sentence in unsupported]
             if step.value(iri, TG + "answerFallback"):
                 lines.append(f"    Answer fallback: {step.value(iri, TG + 'answerFallback')}")
-        if self._answer_open and self.out.isatty():  # keep the block off the answer's last line
+        if self._answer_open and self._one_screen:  # keep the block off the answer's last line
             self.err.write("\n\n")
         self.err.write("\n".join(lines) + "\n\n")
         self.err.flush()
@@ -240,3 +242,15 @@ class StreamDisplay:
             self.out.write("\n")
             self.out.flush()
             self._answer_open = False
+
+
+def _one_screen(out: TextIO, err: TextIO) -> bool:
+    """Whether the answer and the explain blocks meet in one place: a terminal, or one pipe or file that both
+    streams go to (``2>&1``)."""
+    try:
+        if out.isatty():
+            return True
+        mine, theirs = os.fstat(out.fileno()), os.fstat(err.fileno())
+    except (OSError, ValueError):  # a stream with no file (StringIO)
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
