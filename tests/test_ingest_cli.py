@@ -113,6 +113,22 @@ def test_offline_ingest_says_so_in_one_line_and_links_the_samples_entities(tmp_p
     assert (document["iri"], document["facts"], document["chunks"]) == (line["iri"], 0, 1)
 
 
+def test_documents_lists_a_header_and_a_line_per_document_and_deletes_one(tmp_path: Path, files: Path) -> None:
+    store = tmp_path / "store"
+    assert ingest(store, str(files / "spain.md"), str(files / "portugal.txt"), "-C", "iberia").returncode == 0
+    listed = run(GLASSGRAPH, "documents", "-C", "iberia", env={"GLASSGRAPH_STORE": str(store)})
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = [line.split("\t") for line in listed.stdout.splitlines()]
+    assert header == ["id", "title", "media type", "contents"]
+    by_title = {row[1]: row for row in rows}
+    assert sorted(by_title) == ["Spain", "portugal.txt"] and all(len(row) == 4 for row in rows)
+    assert by_title["portugal.txt"][2:] == ["text/plain", "1 page(s), 1 chunk(s), 0 fact(s)"]
+    deleted = run(GLASSGRAPH, "documents", "-C", "iberia", "--delete", by_title["Spain"][0],
+                  env={"GLASSGRAPH_STORE": str(store)})
+    assert deleted.returncode == 0 and deleted.stdout.startswith("deleted "), deleted.stderr
+    assert [d["title"] for d in documents_of(store, "iberia")] == ["portugal.txt"]
+
+
 def test_a_bad_file_among_good_ones_ingests_nothing(tmp_path: Path, files: Path) -> None:
     store = tmp_path / "store"
     assert ingest(store, str(files / "spain.md"), "-C", "iberia").returncode == 0

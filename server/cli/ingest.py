@@ -128,6 +128,9 @@ def _ingest_one(ingester: Ingester, name: str, data: bytes, args: argparse.Names
     return report
 
 
+DOCUMENT_COLUMNS = ("id", "title", "media type", "contents")  # the header of `glassgraph documents`
+
+
 def run_documents(args: argparse.Namespace, store: StoreBackend) -> int:
     """``glassgraph documents``: the documents of a collection, or delete one (``--delete ID``)."""
     from server.ingest.catalog import delete_document, document_of_id, list_documents
@@ -142,6 +145,8 @@ def run_documents(args: argparse.Namespace, store: StoreBackend) -> int:
     if args.format == "json":
         print(json.dumps(documents, indent=2, ensure_ascii=False))
         return 0
+    if documents:
+        print("\t".join(DOCUMENT_COLUMNS))
     for doc in documents:
         counts = ("loaded as RDF" if doc["chunks"] is None
                   else f"{doc['pages']} page(s), {doc['chunks']} chunk(s), {doc['facts']} fact(s)")
