@@ -9,7 +9,7 @@ from collections.abc import Callable
 from server.errors import GlassgraphError
 
 EXIT_OK = 0
-EXIT_OUTPUT_CLOSED = 1  # stdout closed early, e.g. `glassgraph dump | head`
+EXIT_OUTPUT_CLOSED = 0  # stdout closed by its reader (`glassgraph dump | head`): it had what it wanted
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
 
