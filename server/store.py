@@ -8,6 +8,7 @@ pyoxigraph's own escaping (``render_term``) of terms pyoxigraph parsed, never fr
 """
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -62,6 +63,7 @@ class GraphStore(StoreBackend):
         """
         super().__init__(explain_collection)
         self.path = store_directory(path)
+        self.read_only = read_only
         if self.path is not None and not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
         if self.path is None:
@@ -159,8 +161,19 @@ class GraphStore(StoreBackend):
         """A consistent copy of the on-disk store in ``target`` (which must not exist yet)."""
         if self.path is None:
             raise ValueError("an in-memory store cannot be backed up; dump it instead")
-        self.raw.flush()
-        self.raw.backup(str(target))
+        if not self.read_only:
+            self.raw.flush()
+            self.raw.backup(str(target))
+            return
+        # A snapshot's checkpoint would miss the writes it replayed from the holder's log: copy its quads.
+        try:
+            copy = Store(str(target))
+            copy.bulk_extend(self.raw)
+            copy.flush()
+            del copy
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
 
     def flush(self) -> None:
         if self.path is not None:

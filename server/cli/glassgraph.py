@@ -40,8 +40,9 @@ MAX_SESSIONS = 100_000
 def _open(config: Config, sample: bool = False, snapshot: bool = False) -> StoreBackend:
     """The configured store; ``sample`` loads the sample data into an empty store (as the server does).
 
-    ``snapshot`` (commands that only read): when another process holds the store, read a frozen
-    snapshot of it instead of failing. Backups never use a snapshot: it misses unflushed writes.
+    ``snapshot`` (commands that only read, and backups): when another process holds the store, read a
+    frozen snapshot of it instead of failing. A snapshot holds every write acknowledged before it was
+    taken (each is in the store's log first), unflushed ones too.
     """
     from server.bootstrap import connect_store, open_store
 
@@ -322,7 +323,7 @@ def cmd_backup(args: argparse.Namespace, config: Config) -> int:
     target = Path(args.directory)
     if target.exists():
         raise CliError(f"{target} exists: a backup goes into a new directory")
-    store = _open_existing(config)
+    store = _open_existing(config, snapshot=True)  # a running server's store: its writes so far
     try:
         store.backup(target)
     except (OSError, ValueError) as exc:
