@@ -301,6 +301,8 @@ def test_serve_prints_the_console_url_and_answers_over_http(cli_store: str, tmp_
         server.wait(timeout=60)
         server.stdout.close()
     assert server.returncode == 0  # SIGTERM stops it like Ctrl-C
+    home_lines = [line for line in log.read_text().splitlines() if '"path": "/"' in line or '"GET / ' in line]
+    assert len(home_lines) == 1, log.read_text()  # each request logged once, as JSON
     assert "Traceback" not in log.read_text()
 
 

@@ -146,6 +146,17 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _quiet_requests() -> type:
+    """werkzeug's request handler without its access line: the app logs each request once, as JSON."""
+    from werkzeug.serving import WSGIRequestHandler
+
+    class QuietRequests(WSGIRequestHandler):
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            pass
+
+    return QuietRequests
+
+
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     if args.engine is not None:
         from server.cli.engine_serve import serve_with_engine
@@ -160,7 +171,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):  # werkzeug prints why it cannot bind, then exits
-            server = make_server(config.host, config.port, app, threaded=True)
+            server = make_server(config.host, config.port, app, threaded=True, request_handler=_quiet_requests())
     except (OSError, SystemExit) as exc:
         reason = " ".join(said.getvalue().split()) or str(exc)
         raise Unavailable(f"cannot listen on {config.host}:{config.port}: {reason}") from None
