@@ -125,9 +125,15 @@ def run_child(path: Path, document: Path, llm: ScriptedLLM, after_requests: int,
                     break
         if kill_at is not None:
             child.send_signal(signal.SIGKILL)
-        # With one pipe, communicate() reads through the buffer readline() filled; with two it reads the
-        # descriptors and missed a "done" line that readline() had already buffered with "committed".
-        output += child.communicate(timeout=120)[0]
+        # The rest through the same buffered reader, to the child's end: communicate(timeout=...) reads the
+        # descriptor and missed a "done" line that readline() had already buffered with "committed".
+        hang_guard = threading.Timer(120, child.kill)
+        hang_guard.start()
+        try:
+            output += child.stdout.read()
+        finally:
+            hang_guard.cancel()
+        child.wait()
     finally:
         if child.poll() is None:
             child.kill()
