@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from flask import Flask
-from live_server import Verbs, offline_app
+from live_server import Verbs, closed_after, offline_app
 from requests import Response
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
@@ -57,13 +57,5 @@ Calling = Callable[..., InProcess]  # the ``calling`` fixture: in_process(store,
 
 @pytest.fixture
 def calling() -> Iterator[Calling]:
-    """``calling(store, **settings)``: :func:`in_process`, closed when the test ends (the last made first)."""
-    made: list[InProcess] = []
-
-    def make(store: StoreBackend, **settings: object) -> InProcess:
-        made.append(in_process(store, **settings))
-        return made[-1]
-
-    yield make
-    for app in reversed(made):
-        app.close()
+    """``calling(store, **settings)``: :func:`in_process`, closed when the test ends."""
+    yield from closed_after(in_process)

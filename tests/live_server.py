@@ -5,6 +5,7 @@ import http.client
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 import requests
@@ -13,7 +14,6 @@ from werkzeug.serving import make_server
 
 from server.config import Config
 from server.http.app import create_app
-from server.store import GraphStore
 from server.store_base import StoreBackend
 
 POLL_S = 0.02  # how often serve_forever looks for shutdown: werkzeug's 0.5 s default was half a second per test
@@ -90,17 +90,24 @@ def post_query(url: str, text: str, source: str = "127.0.0.1", accept: str = "ap
 
 
 Serving = Callable[..., LiveServer]  # the ``serving`` fixture: serve(store, **settings)
+T = TypeVar("T")  # a LiveServer or an in_process.InProcess: both close()
+
+
+def closed_after(make: Callable[..., T]) -> Iterator[Callable[..., T]]:
+    """A fixture's body: ``make`` as the test calls it, and everything it made closed when the test ends (the
+    last made first)."""
+    made: list[T] = []
+
+    def record(*args: object, **kwargs: object) -> T:
+        made.append(make(*args, **kwargs))
+        return made[-1]
+
+    yield record
+    for server in reversed(made):
+        server.close()
 
 
 @pytest.fixture
 def serving() -> Iterator[Serving]:
-    """``serving(store, **settings)``: :func:`serve`, closed when the test ends (the last started first)."""
-    started: list[LiveServer] = []
-
-    def start(store: GraphStore, **settings: object) -> LiveServer:
-        started.append(serve(store, **settings))
-        return started[-1]
-
-    yield start
-    for live in reversed(started):
-        live.close()
+    """``serving(store, **settings)``: :func:`serve`, closed when the test ends."""
+    yield from closed_after(serve)
