@@ -192,7 +192,7 @@ def prepare_update(task: UpdateTask) -> PreparedUpdate:
     spans = service_spans(text, task.base_iri, ("SERVICE", "LOAD")) if checked.calls_remote else ()
     error = _parse_error_on_small_stack(without_calls(text, spans), task.base_iri)
     if error is not None:
-        raise BadRequest(f"malformed update: {plain_syntax_error(error, text).sentence}")
+        raise BadRequest(f"malformed update: {plain_syntax_error(error, text, update=True).sentence}")
     touched = written_graphs(text, task.base_iri)
     return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)), spans)
 
