@@ -161,6 +161,23 @@ def test_ask_shows_a_no_answer_outcome_and_its_trace(page: object, console_url: 
     assert page.inner_text(".badge") == "no-answer"
 
 
+def test_back_to_an_answer_shows_its_trace_instead_of_asking_again(page: object, console_url: str) -> None:
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if request.url.endswith("/api/graph-rag") else None)
+    page.goto(console_url + "/console/ask?q=" + quote(QUESTION))  # a shared link asks at once
+    page.locator("#live[data-done]").wait_for()
+    assert "session=" in page.url and len(asked) == 1
+    follow(page, "#trace-link a", re.compile(r"/console/trace\?id="))
+    page.go_back()
+    page.wait_for_url(re.compile(r"/console/ask\?q="))
+    wait_idle(page)
+    page.locator("#asked-before:not([hidden])").wait_for()
+    assert len(asked) == 1  # not asked again: no second session recorded
+    assert page.input_value("#question") == QUESTION
+    follow(page, "#asked-before a", re.compile(r"/console/trace\?id="))
+    assert page.inner_text("h1") == QUESTION
+
+
 def test_trace_source_link_opens_the_chunk_in_the_source_viewer(page: object, console_url: str, session_iri: str,
                                             sample_store: GraphStore) -> None:
     page.goto(f"{console_url}/console/trace?id={quote(session_iri)}")
