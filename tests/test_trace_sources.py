@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from in_process import Calling
 from live_server import LiveServer, serve
 from pyoxigraph import Literal, Quad, Triple
 from test_cli import GLASSGRAPH, TG_INVOKE, blocks, run
@@ -145,6 +146,20 @@ def test_read_trace_lists_sources_and_mentions_of_each_edge(atlas: GraphStore, s
                                                           "label": "Page 1"}, DOCUMENT]
     assert border["sources"] == [] and border["mentions"] == []
     assert template_limit("prov_mentions") == 3
+
+
+def test_the_trace_page_shows_labels_and_the_chunks_that_mention_an_edge(atlas: GraphStore, session: str,
+                                                                         calling: Calling) -> None:
+    """As the CLI shows it: each edge's sources, then the chunks that mention its terms; relation labels that
+    are their IRI's local name ("capital") are labels, not prefixed names ("r:capital")."""
+    app = calling(atlas)
+    page = app.get(app.url + "/console/trace", params={"id": session}, headers={"Accept": "text/html"}).text
+    capital, currency, border = page.split('<li class="edge"')[1:]  # the last runs to the end of the page
+    assert "r:capital" not in page and re.search(r'<span class="predicate"><a [^>]*>capital</a>', capital)
+    assert capital.count("Source: ") == 1 and capital.count("Mentioned in: ") == 2  # chunk (2, 3) is the source
+    assert currency.count("Source: ") == 0 and currency.count("Mentioned in: ") == 3
+    assert "No recorded source: the chunks above mention its terms." in currency
+    assert "Mentioned in" not in border and "No recorded source." in border
 
 
 def test_mentions_stay_in_the_collection(atlas: GraphStore) -> None:
