@@ -406,7 +406,7 @@ def test_glassgraph_user_errors(cli_store: str, tmp_path: Path) -> None:
         taken.listen()
         port = str(taken.getsockname()[1])
         assert_one_line_failure(run(GLASSGRAPH, "--store", str(tmp_path / "empty"), "serve", "--port", port), 1,
-                                f"cannot listen on 127.0.0.1:{port}", "in use")
+                                f"cannot listen on 127.0.0.1:{port}: Address already in use; Port {port} is in use")
 
 
 
@@ -423,7 +423,8 @@ def test_store_held_by_another_process(tmp_path: Path) -> None:
     source.write_text("<https://trustgraph.ai/e/x> <https://trustgraph.ai/r/y> <https://trustgraph.ai/e/z> .\n")
     in_use = f"the store at {held} is in use by another process (a running server?)"
     assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "load", str(source)), 3, in_use)
-    assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "ask", "-q", QUESTION), 3, in_use)
+    assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "ask", "-q", QUESTION), 3, in_use,
+                            "; ask that server instead: tg-invoke-graph-rag -u http://HOST:PORT -q QUESTION")
     listed = run(GLASSGRAPH, "--store", str(held), "collections")
     assert listed.returncode == 0 and "reading a snapshot" in listed.stderr
     assert re.search(r"^held\s+1\s+0\s+urn:trustgraph:graph:held$", listed.stdout, re.M), listed.stdout
