@@ -306,10 +306,10 @@ def test_serve_prints_the_console_url_and_answers_over_http(cli_store: str, tmp_
     assert "Traceback" not in log.read_text()
 
 
-@pytest.mark.parametrize("command", ["dump --format nq", "documents -C default"])
+@pytest.mark.parametrize("command", ["dump --format nt --graph urn:trustgraph:graph:default", "documents -C default"])
 def test_output_its_reader_closes_early_ends_quietly_with_0(cli_store: str, command: str) -> None:
-    """``| head -1`` under ``pipefail``: the sample's dump (megabytes) outgrows the pipe, so the writer meets the
-    closed pipe; the listing stops as quietly when it does."""
+    """``| head -1`` under ``pipefail``: the sample's knowledge graph (megabytes) outgrows the pipe, so the writer
+    meets the closed pipe; the listing stops as quietly when it does."""
     line = f"{shlex.join(GLASSGRAPH)} --store {shlex.quote(cli_store)} {command} | head -1"
     piped = subprocess.run(["bash", "-o", "pipefail", "-c", line], capture_output=True, text=True, env=_env(),
                            timeout=120)
