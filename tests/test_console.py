@@ -61,14 +61,45 @@ def test_sparql_query_shows_rows_and_keeps_history(page: object, console_url: st
     assert page.input_value("#query") == CAPITALS_PREFIXES + CAPITALS
 
 
-def test_sparql_construct_shows_graph_text(page: object, console_url: str) -> None:
+def test_sparql_construct_shows_a_table_of_triples_and_the_raw_text(page: object, console_url: str,
+                                                                    sample_store: GraphStore) -> None:
+    """One row per triple (subject, predicate, object), counted as triples, triple terms shown as the SELECT
+    table shows them; the raw tab holds the N-Triples."""
+    contains = "<https://trustgraph.ai/ns/contains>"
+    query = (f"CONSTRUCT {{ <{FRANCE}> ?p ?o . ?sg {contains} ?fact }} WHERE {{ {{ GRAPH ?g {{ <{FRANCE}> ?p ?o }} }}"
+             f" UNION {{ GRAPH ?h {{ ?sg {contains} ?fact }}"
+             f" FILTER(isTRIPLE(?fact) && SUBJECT(?fact) = <{FRANCE}>) }} }}")
+    expected = len(list(sample_store.raw.query(query)))
     page.goto(console_url + "/console/sparql")
-    run_query(page, f"CONSTRUCT {{ <{FRANCE}> ?p ?o }} WHERE {{ GRAPH ?g {{ <{FRANCE}> ?p ?o }} }}")
-    text = page.locator("#results pre.graph-text")
-    text.wait_for()
-    assert f"<{PARIS}>" in text.inner_text()
+    run_query(page, query)
+    rows = page.locator("#results table tbody tr")
+    rows.first.wait_for()
+    assert page.locator("#result-title").inner_text() == f"{expected:,} triples"
+    assert [h.inner_text().split()[0] for h in page.locator("#results table thead th").all()] == [
+        "?subject", "?predicate", "?object"]
+    assert rows.filter(has=page.locator(f'a[title="{PARIS}"]')).count() >= 1
+    page.fill("#filter", "contains")  # the subgraphs' rows: their objects are triple terms
+    assert rows.first.locator(".triple").count() == 1
+    page.click("#tab-raw")
+    assert len(page.inner_text("#raw-view").strip().splitlines()) == expected
     assert [a.inner_text() for a in page.locator("#downloads a").all()] == ["Turtle", "N-Triples", "N-Quads",
                                                                           "RDF/XML"]
+
+
+def test_the_console_reads_n_triples_as_the_server_writes_them(page: object, console_url: str) -> None:
+    """Escapes, languages, datatypes, blank nodes and nested triple terms, each a term of SPARQL's JSON results."""
+    text = ('<http://e/a> <http://e/p> "tab\\there \\"q\\" \\u00e9\\U0001F600"@fr-BE .\n'
+            '_:b0 <http://e/p> "1"^^<http://www.w3.org/2001/XMLSchema#integer> .\n'
+            '<http://e/s> <http://e/q> <<( <http://e/a> <http://e/p> <<( _:b0 <http://e/p> "x" )>> )>> .\n')
+    page.goto(console_url + "/console/sparql")
+    rows = page.evaluate("(text) => GlassNTriples.parse(text).results.bindings", text)
+    assert rows[0]["object"] == {"type": "literal", "value": 'tab\there "q" é😀', "xml:lang": "fr-BE"}
+    assert rows[1]["subject"] == {"type": "bnode", "value": "b0"}
+    assert rows[1]["object"]["datatype"] == "http://www.w3.org/2001/XMLSchema#integer"
+    inner = rows[2]["object"]["value"]["object"]
+    assert inner["type"] == "triple" and inner["value"]["object"] == {"type": "literal", "value": "x"}
+    assert page.evaluate("() => { try { GlassNTriples.parse('<http://e/a> <http://e/p> .'); return 'read'; }"
+                         " catch (error) { return error.message; } }").startswith("not N-Triples at character")
 
 
 def test_sparql_shared_link_prefills_and_runs(page: object, console_url: str) -> None:
