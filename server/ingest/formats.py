@@ -10,8 +10,9 @@ of NUL bytes and is refused as binary). A ``charset`` parameter of the declared 
 ends become LF once, on reading, so that chunk offsets index the stored text.
 
 Pages: a plain text is one page; Markdown and HTML have a page per section (a heading starts one, the text
-before the first heading is a page of its own unless blank); a PDF has its own pages, those without text
-kept empty. Every refusal is a typed error: ``UnsupportedDocument`` (415) for bytes of no format read here
+before the first heading is a page of its own unless blank; in HTML a heading with nothing under it opens the
+next section instead); a PDF has its own pages, those without text kept empty. Every refusal is a typed
+error: ``UnsupportedDocument`` (415) for bytes of no format read here
 or not of the format declared, ``UnreadableDocument`` (422) for a known format that cannot be read.
 """
 from __future__ import annotations
