@@ -14,7 +14,7 @@ import requests
 from in_process import Calling
 from live_server import LiveServer, serve
 from pyoxigraph import Literal, Quad, Triple
-from test_cli import GLASSGRAPH, TG_INVOKE, blocks, run
+from test_cli import GLASSGRAPH, TG_INVOKE, blocks, invoke, run
 
 from server import vocab
 from server.cli.display import edge_lines, excerpt
@@ -256,7 +256,7 @@ def test_glassgraph_ask_show_source_shows_the_blocks_with_passages(tmp_path: Pat
 
 
 def test_tg_invoke_show_source_reads_the_passage_from_the_trace(live: LiveServer, atlas: GraphStore) -> None:
-    result = run(TG_INVOKE, "-u", live.url, "--show-source", "-q", QUESTION)  # --show-source implies -x
+    result = invoke("-u", live.url, "--show-source", "-q", QUESTION)  # --show-source implies -x
     assert result.returncode == 0, result.stderr
     found = blocks(result.stderr)
     assert [kind for kind, _, _ in found] == ["session", "retrieval", "selection", "answer"]
@@ -274,7 +274,7 @@ def test_tg_invoke_show_source_reads_the_passage_from_the_trace(live: LiveServer
 
 
 def test_tg_invoke_shows_the_passages_that_mention_an_unsourced_edge(live: LiveServer) -> None:
-    result = run(TG_INVOKE, "-u", live.url, "-x", "--show-source", "-q", "What currency does France use?")
+    result = invoke("-u", live.url, "-x", "--show-source", "-q", "What currency does France use?")
     assert result.returncode == 0, result.stderr
     selection = blocks(result.stderr)[2][2]
     start = selection.index("Edge: (France, currency, Euro)")
