@@ -5,7 +5,12 @@ and only one process may open it for writing. On a remote store (``GLASSGRAPH_ST
 worker holds no data: ``-w N`` runs N of them against the engine. The worker's event loop holds the
 connections; the Flask app runs in ``GLASSGRAPH_THREADS`` threads (``server/http/asgi.py``).
 """
+import sys
+
+from flask import Flask
+
 from server.config import Config
+from server.errors import GlassgraphError
 from server.http import allocator
 from server.http.app import create_app
 from server.http.asgi import WsgiBridge
@@ -22,13 +27,26 @@ def _checked(config: Config) -> Config:
     return config
 
 
-config = _checked(Config.from_env())
-# before the store and the request threads start: arenas are bounded for the threads that have none yet
-tuned = config.malloc_arenas > 0 and allocator.tune(config.malloc_arenas)
-flask_app = create_app(config)
+def _start() -> tuple[Config, Flask, bool]:
+    """The checked configuration, the app, and whether the allocator's arenas were bounded; a setting or a
+    store that cannot work ends the worker with one line saying why (exit 3: gunicorn stops, "Worker failed
+    to boot"), not a traceback."""
+    try:
+        config = _checked(Config.from_env())
+        # before the store and the request threads start: arenas are bounded for the threads that have none yet
+        tuned = config.malloc_arenas > 0 and allocator.tune(config.malloc_arenas)
+        flask_app = create_app(config)
+    except (ValueError, GlassgraphError) as exc:
+        print(f"glassgraph: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(3) from None
+    return config, flask_app, tuned
+
+
+config, flask_app, tuned = _start()
 queries = flask_app.extensions["glassgraph.runtime"].queries
 if queries is not None:
     queries.prestart()
 app = WsgiBridge(flask_app, max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
                  threads=config.threads, send_timeout_s=config.send_timeout_s,
-                 trimmer=allocator.Trimmer() if tuned else None, check_head=early_write_refusal(config))
+                 trimmer=allocator.Trimmer() if tuned else None,
+                 check_head=early_write_refusal(config))

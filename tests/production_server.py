@@ -39,7 +39,9 @@ def production_command(port: int, workers: int = 1) -> list[str]:
     return [str(gunicorn), "-w", str(workers), "-k", WORKER, "-b", f"127.0.0.1:{port}", "server.asgi:app"]
 
 
-def _environment(store_path: Path | str, runtime_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
+def production_environment(store_path: Path | str, runtime_dir: Path,
+                           env: Mapping[str, str]) -> dict[str, str]:
+    """The environment the production command runs in for tests: offline, the test token, no sample."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("GLASSGRAPH_", "OPENAI_"))}
     return {**inherited, "GLASSGRAPH_STORE": str(store_path), "GLASSGRAPH_LOAD_SAMPLE": "false",
             "GLASSGRAPH_TOKEN": TOKEN, "GLASSGRAPH_LLM": "offline", "GLASSGRAPH_QUESTION_RATE": "0",
@@ -69,7 +71,8 @@ class ProductionServer:
             self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
             with self.log_path.open("ab") as log:
                 self.process = subprocess.Popen(production_command(self.port, workers), cwd=PROJECT_ROOT,
-                                                env=_environment(store_path, self.log_path.parent, env or {}),
+                                                env=production_environment(store_path, self.log_path.parent,
+                                                                           env or {}),
                                                 # a process group: close() can end the workers too
                                                 stdout=log, stderr=log, start_new_session=True)
             try:

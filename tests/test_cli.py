@@ -6,6 +6,7 @@ since one process at a time may open an on-disk store.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -15,8 +16,10 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import fields
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 import requests
@@ -25,6 +28,7 @@ from flask import Flask, request
 from live_server import LiveServer
 from pyoxigraph import NamedNode, Quad
 
+from server.cli import tg_invoke
 from server.cli.arguments import LIMIT_FLAGS
 from server.cli.tg_invoke import _sse
 from server.config import SAMPLE_DATA, Config
@@ -65,6 +69,18 @@ def run(command: list[str], *args: str, env: dict[str, str] | None = None) -> su
     """``command args`` with the test environment plus ``env``."""
     return subprocess.run([*command, *args], capture_output=True, text=True, encoding="utf-8",
                           env={**_env(), **(env or {})}, timeout=120)
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+    """``tg-invoke-graph-rag args`` called in-process, as :func:`run` would run it: its logic is the subject
+    here, not its start-up (which the tests that pipe its output still spawn)."""
+    out, err = io.StringIO(), io.StringIO()
+    with patch.dict(os.environ, _env(), clear=True), redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = tg_invoke.main(list(args))
+        except SystemExit as exit:  # argparse's usage errors
+            code = exit.code if isinstance(exit.code, int) else 1
+    return subprocess.CompletedProcess([*TG_INVOKE, *args], code, out.getvalue(), err.getvalue())
 
 
 def _serve(app: Flask) -> Iterator[str]:
@@ -172,7 +188,7 @@ def test_blocks_sent_into_the_answers_pipe_start_on_a_line_of_their_own(server_u
 
 
 def test_explainable_blocks_in_order_with_labels_and_sources(server_url: str, sample_store: GraphStore) -> None:
-    result = run(TG_INVOKE, "-u", server_url, "--explainable", "-q", QUESTION)
+    result = invoke("-u", server_url, "--explainable", "-q", QUESTION)
     assert result.returncode == 0, result.stderr
     found = blocks(result.stderr)
     assert [kind for kind, _, _ in found] == ["session", "retrieval", "selection", "answer"]
@@ -196,14 +212,14 @@ def test_explainable_blocks_in_order_with_labels_and_sources(server_url: str, sa
 
 
 def test_without_explainable_only_the_answer(server_url: str) -> None:
-    result = run(TG_INVOKE, "-u", server_url, "-q", QUESTION)
+    result = invoke("-u", server_url, "-q", QUESTION)
     assert result.returncode == 0, result.stderr
     assert "Paris" in result.stdout
     assert result.stderr == ""
 
 
 def test_no_streaming_shows_the_same_blocks(server_url: str) -> None:
-    result = run(TG_INVOKE, "-u", server_url, "-x", "--no-streaming", "-q", QUESTION)
+    result = invoke("-u", server_url, "-x", "--no-streaming", "-q", QUESTION)
     assert result.returncode == 0, result.stderr
     found = blocks(result.stderr)
     assert [kind for kind, _, _ in found] == ["session", "retrieval", "selection", "answer"]
@@ -212,7 +228,7 @@ def test_no_streaming_shows_the_same_blocks(server_url: str) -> None:
 
 
 def test_json_format_prints_every_message(server_url: str) -> None:
-    result = run(TG_INVOKE, "-u", server_url, "-x", "--format", "json", "-q", QUESTION)
+    result = invoke("-u", server_url, "-x", "--format", "json", "-q", QUESTION)
     assert result.returncode == 0, result.stderr
     messages = [json.loads(line) for line in result.stdout.splitlines()]
     explains = [m["explain_kind"] for m in messages if m["message_type"] == "explain"]
@@ -306,10 +322,10 @@ def test_serve_prints_the_console_url_and_answers_over_http(cli_store: str, tmp_
     assert "Traceback" not in log.read_text()
 
 
-@pytest.mark.parametrize("command", ["dump --format nq", "documents -C default"])
+@pytest.mark.parametrize("command", ["dump --format nt --graph urn:trustgraph:graph:default", "documents -C default"])
 def test_output_its_reader_closes_early_ends_quietly_with_0(cli_store: str, command: str) -> None:
-    """``| head -1`` under ``pipefail``: the sample's dump (megabytes) outgrows the pipe, so the writer meets the
-    closed pipe; the listing stops as quietly when it does."""
+    """``| head -1`` under ``pipefail``: the sample's knowledge graph (megabytes) outgrows the pipe, so the writer
+    meets the closed pipe; the listing stops as quietly when it does."""
     line = f"{shlex.join(GLASSGRAPH)} --store {shlex.quote(cli_store)} {command} | head -1"
     piped = subprocess.run(["bash", "-o", "pipefail", "-c", line], capture_output=True, text=True, env=_env(),
                            timeout=120)
@@ -360,13 +376,13 @@ def test_no_server_exits_3_naming_the_url() -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
-    assert_one_line_failure(run(TG_INVOKE, "-u", url, "-q", QUESTION), 3, "cannot connect to", url)
+    assert_one_line_failure(invoke("-u", url, "-q", QUESTION), 3, "cannot connect to", url)
 
 
 def test_wrong_collection_exits_1(server_url: str, cli_store: str) -> None:
-    assert_one_line_failure(run(TG_INVOKE, "-u", server_url, "-C", "nosuch", "-q", QUESTION), 1,
+    assert_one_line_failure(invoke("-u", server_url, "-C", "nosuch", "-q", QUESTION), 1,
                             "HTTP 404", "no collection 'nosuch'")
-    assert_one_line_failure(run(TG_INVOKE, "-u", server_url, "--no-streaming", "-C", "nosuch", "-q", QUESTION), 1,
+    assert_one_line_failure(invoke("-u", server_url, "--no-streaming", "-C", "nosuch", "-q", QUESTION), 1,
                             "no collection 'nosuch'")
     assert_one_line_failure(run(GLASSGRAPH, "--store", cli_store, "ask", "-C", "nosuch", "-q", QUESTION), 1, "nosuch")
 
@@ -384,15 +400,15 @@ def test_a_question_the_graph_does_not_answer_says_so_and_exits_0(server_url: st
 
 
 def test_bad_or_missing_token_exits_1(token_server_url: str) -> None:
-    assert_one_line_failure(run(TG_INVOKE, "-u", token_server_url, "-t", "wrong", "-q", QUESTION), 1,
+    assert_one_line_failure(invoke("-u", token_server_url, "-t", "wrong", "-q", QUESTION), 1,
                             "HTTP 403", "wrong bearer token")
-    assert_one_line_failure(run(TG_INVOKE, "-u", token_server_url, "-q", QUESTION), 1, "HTTP 401", "Bearer")
-    good = run(TG_INVOKE, "-u", token_server_url, "-t", TOKEN, "-x", "-q", QUESTION)
+    assert_one_line_failure(invoke("-u", token_server_url, "-q", QUESTION), 1, "HTTP 401", "Bearer")
+    good = invoke("-u", token_server_url, "-t", TOKEN, "-x", "-q", QUESTION)
     assert good.returncode == 0 and EDGE in good.stderr and "Paris" in good.stdout
 
 
 def test_empty_question_exits_2(server_url: str, cli_store: str) -> None:
-    assert_failure(run(TG_INVOKE, "-u", server_url, "-q", "   "), 2, "the question is empty")
+    assert_failure(invoke("-u", server_url, "-q", "   "), 2, "the question is empty")
     assert_failure(run(GLASSGRAPH, "--store", cli_store, "ask", "-q", ""), 2, "the question is empty")
 
 
@@ -406,7 +422,7 @@ def test_glassgraph_user_errors(cli_store: str, tmp_path: Path) -> None:
         taken.listen()
         port = str(taken.getsockname()[1])
         assert_one_line_failure(run(GLASSGRAPH, "--store", str(tmp_path / "empty"), "serve", "--port", port), 1,
-                                f"cannot listen on 127.0.0.1:{port}", "in use")
+                                f"cannot listen on 127.0.0.1:{port}: Address already in use; Port {port} is in use")
 
 
 
@@ -423,7 +439,8 @@ def test_store_held_by_another_process(tmp_path: Path) -> None:
     source.write_text("<https://trustgraph.ai/e/x> <https://trustgraph.ai/r/y> <https://trustgraph.ai/e/z> .\n")
     in_use = f"the store at {held} is in use by another process (a running server?)"
     assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "load", str(source)), 3, in_use)
-    assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "ask", "-q", QUESTION), 3, in_use)
+    assert_one_line_failure(run(GLASSGRAPH, "--store", str(held), "ask", "-q", QUESTION), 3, in_use,
+                            "; ask that server instead: tg-invoke-graph-rag -u http://HOST:PORT -q QUESTION")
     listed = run(GLASSGRAPH, "--store", str(held), "collections")
     assert listed.returncode == 0 and "reading a snapshot" in listed.stderr
     assert re.search(r"^held\s+1\s+0\s+urn:trustgraph:graph:held$", listed.stdout, re.M), listed.stdout

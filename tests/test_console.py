@@ -61,14 +61,45 @@ def test_sparql_query_shows_rows_and_keeps_history(page: object, console_url: st
     assert page.input_value("#query") == CAPITALS_PREFIXES + CAPITALS
 
 
-def test_sparql_construct_shows_graph_text(page: object, console_url: str) -> None:
+def test_sparql_construct_shows_a_table_of_triples_and_the_raw_text(page: object, console_url: str,
+                                                                    sample_store: GraphStore) -> None:
+    """One row per triple (subject, predicate, object), counted as triples, triple terms shown as the SELECT
+    table shows them; the raw tab holds the N-Triples."""
+    contains = "<https://trustgraph.ai/ns/contains>"
+    query = (f"CONSTRUCT {{ <{FRANCE}> ?p ?o . ?sg {contains} ?fact }} WHERE {{ {{ GRAPH ?g {{ <{FRANCE}> ?p ?o }} }}"
+             f" UNION {{ GRAPH ?h {{ ?sg {contains} ?fact }}"
+             f" FILTER(isTRIPLE(?fact) && SUBJECT(?fact) = <{FRANCE}>) }} }}")
+    expected = len(list(sample_store.raw.query(query)))
     page.goto(console_url + "/console/sparql")
-    run_query(page, f"CONSTRUCT {{ <{FRANCE}> ?p ?o }} WHERE {{ GRAPH ?g {{ <{FRANCE}> ?p ?o }} }}")
-    text = page.locator("#results pre.graph-text")
-    text.wait_for()
-    assert f"<{PARIS}>" in text.inner_text()
+    run_query(page, query)
+    rows = page.locator("#results table tbody tr")
+    rows.first.wait_for()
+    assert page.locator("#result-title").inner_text() == f"{expected:,} triples"
+    assert [h.inner_text().split()[0] for h in page.locator("#results table thead th").all()] == [
+        "?subject", "?predicate", "?object"]
+    assert rows.filter(has=page.locator(f'a[title="{PARIS}"]')).count() >= 1
+    page.fill("#filter", "contains")  # the subgraphs' rows: their objects are triple terms
+    assert rows.first.locator(".triple").count() == 1
+    page.click("#tab-raw")
+    assert len(page.inner_text("#raw-view").strip().splitlines()) == expected
     assert [a.inner_text() for a in page.locator("#downloads a").all()] == ["Turtle", "N-Triples", "N-Quads",
                                                                           "RDF/XML"]
+
+
+def test_the_console_reads_n_triples_as_the_server_writes_them(page: object, console_url: str) -> None:
+    """Escapes, languages, datatypes, blank nodes and nested triple terms, each a term of SPARQL's JSON results."""
+    text = ('<http://e/a> <http://e/p> "tab\\there \\"q\\" \\u00e9\\U0001F600"@fr-BE .\n'
+            '_:b0 <http://e/p> "1"^^<http://www.w3.org/2001/XMLSchema#integer> .\n'
+            '<http://e/s> <http://e/q> <<( <http://e/a> <http://e/p> <<( _:b0 <http://e/p> "x" )>> )>> .\n')
+    page.goto(console_url + "/console/sparql")
+    rows = page.evaluate("(text) => GlassNTriples.parse(text).results.bindings", text)
+    assert rows[0]["object"] == {"type": "literal", "value": 'tab\there "q" é😀', "xml:lang": "fr-BE"}
+    assert rows[1]["subject"] == {"type": "bnode", "value": "b0"}
+    assert rows[1]["object"]["datatype"] == "http://www.w3.org/2001/XMLSchema#integer"
+    inner = rows[2]["object"]["value"]["object"]
+    assert inner["type"] == "triple" and inner["value"]["object"] == {"type": "literal", "value": "x"}
+    assert page.evaluate("() => { try { GlassNTriples.parse('<http://e/a> <http://e/p> .'); return 'read'; }"
+                         " catch (error) { return error.message; } }").startswith("not N-Triples at character")
 
 
 def test_sparql_shared_link_prefills_and_runs(page: object, console_url: str) -> None:
@@ -159,6 +190,23 @@ def test_ask_shows_a_no_answer_outcome_and_its_trace(page: object, console_url: 
     page.locator("#trace-link:not([hidden])").wait_for()
     follow(page, "#trace-link a", re.compile(r"/console/trace\?id="))
     assert page.inner_text(".badge") == "no-answer"
+
+
+def test_back_to_an_answer_shows_its_trace_instead_of_asking_again(page: object, console_url: str) -> None:
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if request.url.endswith("/api/graph-rag") else None)
+    page.goto(console_url + "/console/ask?q=" + quote(QUESTION))  # a shared link asks at once
+    page.locator("#live[data-done]").wait_for()
+    assert "session=" in page.url and len(asked) == 1
+    follow(page, "#trace-link a", re.compile(r"/console/trace\?id="))
+    page.go_back()
+    page.wait_for_url(re.compile(r"/console/ask\?q="))
+    wait_idle(page)
+    page.locator("#asked-before:not([hidden])").wait_for()
+    assert len(asked) == 1  # not asked again: no second session recorded
+    assert page.input_value("#question") == QUESTION
+    follow(page, "#asked-before a", re.compile(r"/console/trace\?id="))
+    assert page.inner_text("h1") == QUESTION
 
 
 def test_trace_source_link_opens_the_chunk_in_the_source_viewer(page: object, console_url: str, session_iri: str,

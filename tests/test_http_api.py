@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,11 +11,12 @@ import pytest
 import requests
 from live_server import LiveServer, Serving, serve
 from production_server import TOKEN as PRODUCTION_TOKEN
-from production_server import ProductionServer
+from production_server import ProductionServer, free_port, production_command, production_environment
 from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, parse
 from scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401  (the fixture)
 
 from server import vocab
+from server.config import PROJECT_ROOT
 from server.explain.trace import read_trace
 from server.rag.retrieval import edge_id
 from server.remote_store import RemoteStore
@@ -335,3 +337,19 @@ def test_under_the_production_command(tmp_path: Path) -> None:
         assert rows.status_code == 200 and int(rows.text.split()[1]) > 4
     finally:
         server.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("setting", "value", "said"), [
+    ("GLASSGRAPH_MAX_BODY", "abc", "GLASSGRAPH_MAX_BODY must be an integer, got 'abc'"),
+    ("GLASSGRAPH_THREADS", "0", "GLASSGRAPH_THREADS must be at least 1, got 0"),
+])
+def test_a_bad_setting_stops_the_production_command_with_one_line(tmp_path: Path, setting: str, value: str,
+                                                                  said: str) -> None:
+    """Not the 40-line import traceback gunicorn printed before the error's own line."""
+    env = {**production_environment(tmp_path / "store", tmp_path, {}), setting: value}
+    ended = subprocess.run(production_command(free_port()), cwd=PROJECT_ROOT, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert ended.returncode != 0
+    assert f"glassgraph: error: {said}" in ended.stderr.splitlines(), ended.stderr
+    assert "Traceback" not in ended.stderr

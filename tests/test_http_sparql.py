@@ -145,6 +145,17 @@ def test_construct_defaults_to_turtle_and_keeps_triple_terms(server: LiveServer)
     assert [q.triple for q in parse(response.content, format=RdfFormat.TURTLE)] == [Triple(A, Q, FACT)]
 
 
+@pytest.mark.parametrize("media", ["text/turtle", "application/trig"])
+def test_a_turtle_answer_writes_iris_with_the_prefixes_the_query_declares(server: LiveServer, media: str) -> None:
+    response = query(server, f"PREFIX ex: <{EX}>\nPREFIX unused: <http://unused.example/>\n"
+                     "CONSTRUCT WHERE { ex:b ?p ?o }", media)
+    assert response.status_code == 200, response.text
+    assert f"@prefix ex: <{EX}> ." in response.text and "ex:b ex:p" in response.text
+    assert f"<{EX}b>" not in response.text
+    assert [q.triple for q in parse(response.content, format=RdfFormat.TURTLE if media == "text/turtle"
+                                    else RdfFormat.TRIG)] == [Triple(B, P, Literal("two", language="en"))]
+
+
 def test_json_ld_with_triple_terms_falls_back_or_is_406(server: LiveServer) -> None:
     text = f"DESCRIBE <{A.value}>"
     fallback = query(server, text, "application/ld+json, application/n-triples;q=0.5")

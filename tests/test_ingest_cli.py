@@ -127,6 +127,10 @@ def test_documents_lists_a_header_and_a_line_per_document_and_deletes_one(tmp_pa
                   env={"GLASSGRAPH_STORE": str(store)})
     assert deleted.returncode == 0 and deleted.stdout.startswith("deleted "), deleted.stderr
     assert [d["title"] for d in documents_of(store, "iberia")] == ["portugal.txt"]
+    iri = f"urn:trustgraph:doc:{by_title['portugal.txt'][0]}"  # as ingest prints it
+    by_iri = run(GLASSGRAPH, "documents", "-C", "iberia", "--delete", iri, env={"GLASSGRAPH_STORE": str(store)})
+    assert by_iri.returncode == 0, by_iri.stderr
+    assert documents_of(store, "iberia") == []
 
 
 def test_a_bad_file_among_good_ones_ingests_nothing(tmp_path: Path, files: Path) -> None:

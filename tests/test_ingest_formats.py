@@ -145,6 +145,19 @@ def test_html_visible_text_is_split_into_sections_at_headings() -> None:
     ]
 
 
+def test_html_headings_alone_open_the_next_page_instead_of_making_pages() -> None:
+    """A DocBook manual's title page: its authors are headings with nothing under them (each was a page named
+    "Joey Hess", "Colin Watson"); a chapter heading right before its first section joins that section too."""
+    manual = (b"<html><body><div class='titlepage'><h1 class='title'>dpkg manual</h1>"
+              b"<div class='authorgroup'><h3 class='author'>Joey Hess</h3><h3 class='author'>Colin Watson</h3></div>"
+              b"<p>Copyright 2026</p></div><h2>1. Triggers</h2><h3>1.1 What a trigger is</h3>"
+              b"<p>A trigger is an event.</p><h3>Appendix</h3></body></html>")
+    pages = read_document(manual, declared="text/html").pages
+    assert [(page.number, page.title) for page in pages] == [(1, "dpkg manual"), (2, "1. Triggers")]
+    assert pages[0].text == "dpkg manual\n\nJoey Hess\n\nColin Watson\n\nCopyright 2026"
+    assert pages[1].text == "1. Triggers\n\n1.1 What a trigger is\n\nA trigger is an event.\n\nAppendix"
+
+
 def test_html_without_a_title_takes_its_first_h1() -> None:
     document = read_document(b"<h2>Intro</h2><p>x</p><h1>Heading One</h1><p>y</p>", name="page.htm")
     assert document.title == "Heading One"

@@ -479,7 +479,7 @@ def test_polls_racing_the_commit_find_each_document_once(server: LiveServer, sto
 def test_a_document_over_the_page_limit_is_refused_before_it_is_queued(server: LiveServer) -> None:
     from server.ingest.documents import MAX_PAGES
 
-    headings = "".join(f"<h1>s{n}</h1>" for n in range(MAX_PAGES + 1)).encode()
+    headings = "".join(f"<h1>s{n}</h1><p>text</p>" for n in range(MAX_PAGES + 1)).encode()
     response = requests.post(f"{server.url}/api/collections/amp/documents", data=headings, timeout=60,
                              headers={"Content-Type": "text/html", **AUTH})
     assert response.status_code == 422, response.text

@@ -59,11 +59,14 @@ def test_millions_of_markdown_headings_are_refused_at_the_page_limit() -> None:
 
 
 def test_many_html_sections_are_refused_at_the_page_limit() -> None:
-    data = b"<h1>a</h1>" * (MAX_PAGES + 1)
+    data = b"<h1>a</h1><p>b</p>" * (MAX_PAGES + 1)
     peak = peak_bytes(lambda: read_document(data, "text/html"))
     assert peak <= within_bound(data), f"{peak / 2**20:.0f} MB"
     empty_headings = b"<h1></h1>" * 50_000 + b"<p>text</p>"  # blank sections are no pages
     assert len(read_document(empty_headings, "text/html").pages) == 1
+    bare_headings = b"<h1>a</h1>" * 50_000 + b"<p>text</p>"  # nor are sections of a heading alone
+    [page] = read_document(bare_headings, "text/html").pages
+    assert page.text.count("a") == 50_000
 
 
 @pytest.fixture

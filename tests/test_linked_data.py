@@ -5,11 +5,13 @@ the VoID description at ``/.well-known/void``."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urljoin
 
 import pytest
 import requests
 from conftest import add_france, own_store
+from in_process import Calling
 from live_server import LiveServer, serve
 from pyoxigraph import Literal as OxLiteral
 from pyoxigraph import NamedNode, Quad, RdfFormat, Triple
@@ -18,6 +20,7 @@ from rdflib import Dataset, Graph, Literal, Namespace, URIRef
 from rdflib.namespace import RDF
 
 from server import vocab
+from server.store import GraphStore
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
 TOKEN = "s3cret"
@@ -203,6 +206,17 @@ def test_void_is_a_page_for_browsers(server: LiveServer) -> None:
     page = requests.get(server.url + "/.well-known/void", headers={"Accept": BROWSER})
     assert page.headers["Content-Type"].startswith("text/html")
     assert 'id="collection-default"' in page.text and "Collection default: knowledge graph" in page.text
+
+
+def test_the_void_page_writes_counts_as_the_home_page_does(tmp_path: Path, calling: Calling) -> None:
+    """1,500 triples, not 1500: the home page's collection counts have separators, the VoID page had none."""
+    store = GraphStore(tmp_path / "store")
+    graph = vocab.collection_graph("default")
+    store.extend([Quad(NamedNode(f"http://example.org/s{n}"), NamedNode(CAPITAL), OxLiteral(n), graph)
+                  for n in range(1500)])
+    app = calling(store)
+    page = app.get(app.url + "/.well-known/void", headers={"Accept": BROWSER}).text
+    assert "1,500 triples in 1 graph:" in page and "<td>1,500</td>" in page and "1500" not in page
 
 
 # --- HEAD and ?format= on the endpoint -----------------------------------------------------------

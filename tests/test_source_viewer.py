@@ -90,6 +90,15 @@ def test_the_neighbourhood_lists_iri_edges_with_labels(server: InProcess) -> Non
     assert labels[ENTITY.paris.value] == "Paris" and body["complete"] is True
 
 
+def test_a_documents_pages_are_listed_with_their_section_names(server: InProcess) -> None:
+    france = server.get(server.url + "/console/source", params={"id": vocab.document_iri("fr").value}).text
+    assert re.search(r">Page 4</a> <span class=\"muted\">Government</span>", france), france
+    assert "France is a country in Western Europe." in france  # a document's own text, when it has one
+    portugal = server.get(server.url + "/console/source", params={"id": vocab.document_iri("pt").value}).text
+    assert "text is stored by page: open one below." in portugal
+    assert "No text is stored" not in portugal
+
+
 def test_a_label_of_many_words_over_a_table_of_numbers_is_answered_in_time(serving: Serving,
                                                                             france_store: GraphStore) -> None:
     """The attacker's reproduction: a page of number lines and an anonymous edge whose object is 4,000 zeros

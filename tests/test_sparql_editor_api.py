@@ -55,7 +55,7 @@ def test_an_unknown_prefix_is_named_where_it_is_used(server: Verbs) -> None:
     ("SELECT * WHERE {\n  ?s ?p ?o .\n  FILTER(?s = ?o\n}", 4, 1, "this '}' closes a '('."),
     ("SELECT * WHERE {\n  ?s ?p ?o", 1, 16, "this '{' is never closed."),
     ('SELECT * WHERE {\n  ?s ?p "open }', 2, 9, "this string does not end"),
-    ("SELEC * WHERE { ?s ?p ?o }", 1, 9, "unexpected 'WHERE': expected CONSTRUCT"),  # where the parser stops
+    ("SELEC * WHERE { ?s ?p ?o }", 1, 1, "unexpected 'SELEC' (did you mean SELECT?)"),  # not "expected CONSTRUCT"
     ("SELECT ?s WHERE { ?s ?p ?o } LIMIT x", 1, 36, "unexpected 'x': expected"),
     ("SELECT ?x WHERE { ?s ?p ?o } GROUP BY ?s", 1, 41, "The SELECT contains a variable that is unbound."),
     # the parser reads these to their end; shorter prefixes, brackets closed, find where they go wrong
@@ -102,6 +102,34 @@ def test_predicates_are_listed_most_used_first(server: Verbs) -> None:
     response = server.get(f"{server.url}/api/sparql/predicates")
     assert response.status_code == 200
     assert response.json()["predicates"][:2] == [{"iri": P.value, "triples": 3}, {"iri": Q.value, "triples": 1}]
+
+
+@pytest.mark.parametrize(("text", "column", "expected"), [
+    ("SELEC ?x WHERE { ?x ?p ?o }", 1, "unexpected 'SELEC' (did you mean SELECT?): a query starts with SELECT, "
+     "CONSTRUCT, DESCRIBE or ASK, after any PREFIX and BASE declarations."),
+    ("PREFIX e: <http://example.org/>\nBASE <http://b/>\n{ ?s ?p ?o }", 1, "unexpected '{': a query starts with"),
+    ("INSERT DATA { <http://example.org/a> <http://example.org/b> 1 }", 1,
+     "'INSERT' starts an update, not a query: send it as an update."),
+])
+def test_a_query_that_starts_with_no_query_form_is_told_what_starts_one(server: Verbs, text: str, column: int,
+                                                                        expected: str) -> None:
+    """The parser said "expected CONSTRUCT" of "SELEC ?x WHERE ..." (the last form it tried)."""
+    problem = check(server, text)["problem"]
+    assert problem["message"].startswith(expected) and problem["column"] == column, problem
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("INSRT DATA { <http://example.org/a> <http://example.org/b> 1 }",
+     "unexpected 'INSRT' (did you mean INSERT?): an update starts with INSERT, DELETE,"),
+    ("SELECT * WHERE { ?s ?p ?o }", "'SELECT' starts a query, not an update: send it as a query."),
+])
+def test_an_update_that_starts_with_no_update_form_is_told_what_starts_one(tmp_path: Path, calling: Calling,
+                                                                           text: str, expected: str) -> None:
+    app = calling(GraphStore(tmp_path / "store"), token="t")
+    response = app.post(f"{app.url}/sparql", data=text, headers={
+        "Content-Type": "application/sparql-update", "Authorization": "Bearer t", "Accept": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith(f"malformed update: line 1, column 1: {expected}")
 
 
 def test_plain_syntax_error_keeps_a_message_without_position() -> None:

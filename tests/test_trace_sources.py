@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 import requests
+from in_process import Calling
 from live_server import LiveServer, serve
 from pyoxigraph import Literal, Quad, Triple
-from test_cli import GLASSGRAPH, TG_INVOKE, blocks, run
+from test_cli import GLASSGRAPH, TG_INVOKE, blocks, invoke, run
 
 from server import vocab
 from server.cli.display import edge_lines, excerpt
@@ -147,6 +148,20 @@ def test_read_trace_lists_sources_and_mentions_of_each_edge(atlas: GraphStore, s
     assert template_limit("prov_mentions") == 3
 
 
+def test_the_trace_page_shows_labels_and_the_chunks_that_mention_an_edge(atlas: GraphStore, session: str,
+                                                                         calling: Calling) -> None:
+    """As the CLI shows it: each edge's sources, then the chunks that mention its terms; relation labels that
+    are their IRI's local name ("capital") are labels, not prefixed names ("r:capital")."""
+    app = calling(atlas)
+    page = app.get(app.url + "/console/trace", params={"id": session}, headers={"Accept": "text/html"}).text
+    capital, currency, border = page.split('<li class="edge"')[1:]  # the last runs to the end of the page
+    assert "r:capital" not in page and re.search(r'<span class="predicate"><a [^>]*>capital</a>', capital)
+    assert capital.count("Source: ") == 1 and capital.count("Mentioned in: ") == 2  # chunk (2, 3) is the source
+    assert currency.count("Source: ") == 0 and currency.count("Mentioned in: ") == 3
+    assert "No recorded source: the chunks above mention its terms." in currency
+    assert "Mentioned in" not in border and "No recorded source." in border
+
+
 def test_mentions_stay_in_the_collection(atlas: GraphStore) -> None:
     assert mention_chains_many(atlas, [CURRENCY], collection="other") == {}
     assert [chain[0]["iri"] for chain in mention_chains_many(atlas, [CURRENCY], collection="default")[CURRENCY]] == [
@@ -241,7 +256,7 @@ def test_glassgraph_ask_show_source_shows_the_blocks_with_passages(tmp_path: Pat
 
 
 def test_tg_invoke_show_source_reads_the_passage_from_the_trace(live: LiveServer, atlas: GraphStore) -> None:
-    result = run(TG_INVOKE, "-u", live.url, "--show-source", "-q", QUESTION)  # --show-source implies -x
+    result = invoke("-u", live.url, "--show-source", "-q", QUESTION)  # --show-source implies -x
     assert result.returncode == 0, result.stderr
     found = blocks(result.stderr)
     assert [kind for kind, _, _ in found] == ["session", "retrieval", "selection", "answer"]
@@ -259,7 +274,7 @@ def test_tg_invoke_show_source_reads_the_passage_from_the_trace(live: LiveServer
 
 
 def test_tg_invoke_shows_the_passages_that_mention_an_unsourced_edge(live: LiveServer) -> None:
-    result = run(TG_INVOKE, "-u", live.url, "-x", "--show-source", "-q", "What currency does France use?")
+    result = invoke("-u", live.url, "-x", "--show-source", "-q", "What currency does France use?")
     assert result.returncode == 0, result.stderr
     selection = blocks(result.stderr)[2][2]
     start = selection.index("Edge: (France, currency, Euro)")

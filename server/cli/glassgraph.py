@@ -173,7 +173,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
         with contextlib.redirect_stderr(said):  # werkzeug prints why it cannot bind, then exits
             server = make_server(config.host, config.port, app, threaded=True, request_handler=_quiet_requests())
     except (OSError, SystemExit) as exc:
-        reason = " ".join(said.getvalue().split()) or str(exc)
+        reason = "; ".join(line.strip() for line in said.getvalue().splitlines() if line.strip()) or str(exc)
         raise Unavailable(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     print(f"Glassgraph console: http://{config.host}:{server.server_port}/  (store: {config.store_path}; "
           "Ctrl-C stops)", flush=True)
@@ -238,7 +238,11 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         limits.check()
     except ValueError as exc:
         args.command_parser.error(str(exc))
-    store = _open(config, sample=True)  # before the pipeline's imports (seconds): a held store fails fast
+    try:
+        store = _open(config, sample=True)  # before the pipeline's imports (seconds): a held store fails fast
+    except StoreLocked as exc:  # ask records a trace: it writes
+        raise StoreLocked(f"{exc.message}; ask that server instead: tg-invoke-graph-rag -u http://HOST:PORT "
+                          "-q QUESTION") from None
     from server.explain.trace import read_trace
     from server.rag.pipeline import make_graph_rag
     from server.rag.providers import llm_ready
@@ -433,11 +437,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     documents = _command(sub, "documents", cmd_documents,
                          "list the documents of a collection (id, title, media type, counts), or delete one",
-                         "glassgraph documents -C research --delete 20adaab9e964fbc5d0ad")
+                         "glassgraph documents -C research --delete 20adaab9e964fbc5d0ad-5e4f1b2a")
     documents.add_argument("-C", "--collection",
                            help="the collection (default: $GLASSGRAPH_COLLECTION, else default)")
-    documents.add_argument("--delete", metavar="ID", help="delete this document: its text, its provenance and "
-                                                          "the facts no other document states")
+    documents.add_argument("--delete", metavar="ID", help="delete this document (its id as listed, or its IRI): its "
+                                                          "text, its provenance and the facts no other document "
+                                                          "states")
     documents.add_argument("--format", choices=("text", "json"), default="text", help="output format")
 
     ask = _command(sub, "ask", cmd_ask, "answer a question in-process on the embedded store (GraphRAG)",
@@ -476,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("--format", choices=DUMP_FORMATS, default="trig", help="RDF format (default: %(default)s)")
 
     backup = _command(sub, "backup", cmd_backup, "copy the store consistently into a new directory",
-                      "glassgraph backup /var/backups/glassgraph-$(date +%%F)")
+                      "glassgraph backup /var/backups/glassgraph-$(date +%F)")
     backup.add_argument("directory", metavar="DIR", help="target directory (must not exist)")
 
     _command(sub, "migrate", cmd_migrate,

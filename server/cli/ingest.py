@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from server import vocab
 from server.cli.errors import CliError
 from server.config import Config
 from server.errors import NotFound, UnreadableDocument, UnsupportedDocument
@@ -136,7 +137,7 @@ def run_documents(args: argparse.Namespace, store: StoreBackend) -> int:
     from server.ingest.catalog import delete_document, document_of_id, list_documents
 
     if args.delete:
-        doc = document_of_id(args.delete)
+        doc = document_of_id(args.delete.removeprefix(vocab.document_iri("").value))  # an id, or the IRI
         if doc is None or not delete_document(store, args.collection, doc):
             raise NotFound(f"no document {args.delete!r} in collection {args.collection!r}")
         print(f"deleted {doc.value} from collection {args.collection!r} (with the facts no other document states)")

@@ -20,9 +20,10 @@ from server.http.context import current_config, current_store
 from server.http.descriptions import current_collections, kept_until_written
 from server.http.linked_data import linked_data_response
 from server.http.params import bounded_iri_text, iri_parameter
-from server.labels import local_name, store_labels
+from server.labels import store_labels
 from server.rag.retrieval import RetrievalLimits
 from server.sparql_templates import template_limit
+from server.store_base import StoreBackend
 from server.void import VOID_PATH, GraphRole
 
 blueprint = Blueprint("console", __name__)
@@ -95,18 +96,24 @@ def _edge_triple(edge: dict) -> Triple:
     return quad.triple
 
 
-def _trace_view(trace: dict) -> dict:
-    """A trace from ``read_trace`` with each edge's subject, predicate and object as term views."""
-    edges = []
-    for edge in trace["edges"]:
-        triple = _edge_triple(edge)
-        terms = (triple.subject, triple.predicate, triple.object)
-        views = [term_view(t) for t in terms]
-        for view, label in zip(views, edge["labels"], strict=True):
-            if view["kind"] == "iri" and label != local_name(view["iri"]):  # an unlabelled IRI keeps its short form
-                view.update(text=label, labeled=True)
-        edges.append({**edge, "terms": views})
+def _trace_view(trace: dict, store: StoreBackend) -> dict:
+    """A trace from ``read_trace`` with each edge's subject, predicate and object as term views, labelled as
+    the resource pages label them (a label that is its IRI's local name, such as "borders", is a label)."""
+    triples = [_edge_triple(edge) for edge in trace["edges"]]
+    graph = vocab.collection_graph(trace["collection"]) if trace.get("collection") else None
+    labels = store_labels(store, (t for triple in triples for t in (triple.subject, triple.predicate, triple.object)),
+                          graph)
+    edges = [{**edge, "terms": [term_view(t, labels) for t in (triple.subject, triple.predicate, triple.object)],
+              "mentioned": _mentioned_only(edge)}
+             for edge, triple in zip(trace["edges"], triples, strict=True)]
     return {**trace, "edges": edges}
+
+
+def _mentioned_only(edge: dict) -> list[list[dict]]:
+    """The chains of the chunks that mention the edge's terms, less those already its sources (as the CLI
+    shows them)."""
+    sourced = {chain[0]["iri"] for chain in edge.get("sources") or [] if chain}
+    return [chain for chain in edge.get("mentions") or [] if chain and chain[0]["iri"] not in sourced]
 
 
 def _trace_or_404(iri: str | None) -> dict:
@@ -116,7 +123,7 @@ def _trace_or_404(iri: str | None) -> dict:
     trace = read_trace(current_store(), iri)
     if trace is None:
         raise NotFound(f"no GraphRAG session {iri}")
-    return _trace_view(trace)
+    return _trace_view(trace, current_store())
 
 
 @blueprint.get("/")

@@ -40,13 +40,15 @@ def has_triple_term(item: Triple | Quad) -> bool:
     return isinstance(item.subject, Triple) or isinstance(item.object, Triple)
 
 
-def rdf_answer(items: list[Triple | Quad], accept: str | None, media: dict[str, RdfFormat] = GRAPH_MEDIA) -> Answer:
-    """Triples or quads in the negotiated format (quads lose their graph in a triples format)."""
+def rdf_answer(items: list[Triple | Quad], accept: str | None, media: dict[str, RdfFormat] = GRAPH_MEDIA,
+               prefixes: dict[str, str] | None = None) -> Answer:
+    """Triples or quads in the negotiated format (quads lose their graph in a triples format), written with
+    ``prefixes`` where the format has them (Turtle, TriG)."""
     fmt = choose_format(accept, any(has_triple_term(item) for item in items), media)
     if not fmt.supports_datasets:
         items = [item.triple if isinstance(item, Quad) else item for item in items]
     try:
-        body = serialize(items, format=fmt)
+        body = serialize(items, format=fmt, prefixes=prefixes or None)
     except (OSError, ValueError) as error:
         raise NotAcceptable(f"this data cannot be written as {fmt.name}: {error}") from None
     return Answer(rdf_content_type(fmt), body)

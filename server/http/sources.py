@@ -65,7 +65,8 @@ def _order(row: dict) -> tuple[int, str]:
 def _children(store: GraphStore, parent: NamedNode) -> list[dict]:
     rows = store.select("console_source_children", values={"parent": [parent]}, **graph_options(None))
     unique = {row["child"]: row for row in sorted(rows, key=_order)}
-    return [{"iri": child.value, "label": _value(row.get("label")) or child.value} for child, row in unique.items()]
+    return [{"iri": child.value, "label": _value(row.get("label")) or child.value, "title": _value(row.get("title"))}
+            for child, row in unique.items()]
 
 
 def _value(term: Literal | None) -> str | None:

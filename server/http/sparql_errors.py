@@ -12,6 +12,7 @@ where the text is parsed (a worker process): it lexes and parses the client's te
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -40,11 +41,16 @@ class SyntaxProblem:
         return {"message": self.message, "line": self.line, "column": self.column, "sentence": self.sentence}
 
 
-def plain_syntax_error(raw: str, text: str, reread: bool = False, base: str | None = None) -> SyntaxProblem:
-    """The parser's message ``raw`` about ``text`` as a :class:`SyntaxProblem`. With ``reread`` (a query,
-    never an update: parsing an update runs it), a query the parser read to its end is parsed again in
-    shorter prefixes to find where it stops being readable."""
-    lexical = _lexical_problem(text)
+QUERY_FORMS = ("SELECT", "CONSTRUCT", "DESCRIBE", "ASK")
+UPDATE_FORMS = ("INSERT", "DELETE", "WITH", "LOAD", "CLEAR", "CREATE", "DROP", "COPY", "MOVE", "ADD")
+
+
+def plain_syntax_error(raw: str, text: str, reread: bool = False, base: str | None = None,
+                       update: bool = False) -> SyntaxProblem:
+    """The parser's message ``raw`` about ``text`` (an ``update`` or a query) as a :class:`SyntaxProblem`.
+    With ``reread`` (a query, never an update: parsing an update runs it), a query the parser read to its
+    end is parsed again in shorter prefixes to find where it stops being readable."""
+    lexical = _lexical_problem(text) or _unknown_form(text, UPDATE_FORMS if update else QUERY_FORMS)
     if lexical is not None:
         return lexical
     found = _POSITION.match(raw)
@@ -101,6 +107,31 @@ def _lexical_problem(text: str) -> SyntaxProblem | None:
             return SyntaxProblem(f"unknown prefix {prefix}: (no PREFIX {prefix}: <…> declares it).",
                                  *_position(text, token.start))
     return None
+
+
+def _unknown_form(text: str, forms: tuple[str, ...]) -> SyntaxProblem | None:
+    """A first token after the ``PREFIX`` and ``BASE`` declarations that starts no operation of ``forms``
+    ("SELEC ?x": the parser said "expected CONSTRUCT"): an operation of the other kind (a query sent as an
+    update), or a word named with the form it is closest to."""
+    tokens = tokenize(text)
+    at = 0
+    while at < len(tokens) and tokens[at].is_word("PREFIX", "BASE"):
+        at += 3 if tokens[at].is_word("PREFIX") else 2
+    if at >= len(tokens) or tokens[at].is_word(*forms):
+        return None
+    first, update = tokens[at], "INSERT" in forms
+    kind, other = ("an update", "a query") if update else ("a query", "an update")
+    if first.is_word(*(QUERY_FORMS if update else UPDATE_FORMS)):
+        return SyntaxProblem(f"{first.value!r} starts {other}, not {kind}: send it as {other}.",
+                             *_position(text, first.start))
+    close = difflib.get_close_matches(first.value.upper(), forms, n=1, cutoff=0.6) if first.kind == "word" else []
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return SyntaxProblem(f"unexpected {first.value!r}{hint}: {kind} starts with {_listed(forms)}, after any PREFIX "
+                         "and BASE declarations.", *_position(text, first.start))
+
+
+def _listed(words: tuple[str, ...]) -> str:
+    return ", ".join(words[:-1]) + " or " + words[-1]
 
 
 _PAIRS = {"(": ")", "{": "}", "[": "]"}

@@ -27,6 +27,7 @@ from server.http.sparql_guard import (
     Span,
     add_using,
     check_user_sparql,
+    declared_prefixes,
     has_dataset_clause,
     parse_error,
     service_spans,
@@ -135,7 +136,8 @@ def result_answer(result: QueryBoolean | QuerySolutions | Iterator, task: QueryT
     the deadline (checked between rows)."""
     if isinstance(result, (QueryBoolean, QuerySolutions)):
         return _results_answer(result, task)
-    return rdf_answer(_pull(result, task, as_tuples=False), task.accept)
+    return rdf_answer(_pull(result, task, as_tuples=False), task.accept,
+                      prefixes=declared_prefixes(task.text, task.base_iri))
 
 
 def within_bytes(answer: Answer, task: QueryTask) -> Answer:
@@ -192,7 +194,7 @@ def prepare_update(task: UpdateTask) -> PreparedUpdate:
     spans = service_spans(text, task.base_iri, ("SERVICE", "LOAD")) if checked.calls_remote else ()
     error = _parse_error_on_small_stack(without_calls(text, spans), task.base_iri)
     if error is not None:
-        raise BadRequest(f"malformed update: {plain_syntax_error(error, text).sentence}")
+        raise BadRequest(f"malformed update: {plain_syntax_error(error, text, update=True).sentence}")
     touched = written_graphs(text, task.base_iri)
     return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)), spans)
 

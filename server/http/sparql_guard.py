@@ -93,11 +93,30 @@ def _term_iri(token: Token | None, prefixes: dict[str, str], base: str | None) -
     return None
 
 
-def _with_iris(tokens: Sequence[Token], base: str | None) -> Iterator[tuple[Token, Token | None, str | None]]:
-    """Each token, the token after it (after ``SILENT``), and the IRI that one denotes (None when it
-    is not a constant IRI), with PREFIX and BASE applied as they are declared; relative IRIs before
-    any BASE resolve against ``base`` (the endpoint's URL, as the parser is told)."""
+def declared_prefixes(text: str, base: str | None = None) -> dict[str, str]:
+    """The prefixes ``text`` declares (``PREFIX e: <...>``), their IRIs resolved as the parser resolves them:
+    the names a Turtle answer to the query writes its IRIs with."""
     prefixes: dict[str, str] = {}
+    for _ in _with_iris(tokenize(text), base, prefixes):
+        pass
+    return {name: iri for name, iri in prefixes.items() if _absolute(iri)}
+
+
+def _absolute(iri: str) -> bool:
+    try:
+        NamedNode(iri)
+    except ValueError:  # relative (no base to resolve it against), or no IRI at all
+        return False
+    return True
+
+
+def _with_iris(tokens: Sequence[Token], base: str | None,
+               prefixes: dict[str, str] | None = None) -> Iterator[tuple[Token, Token | None, str | None]]:
+    """Each token, the token after it (after ``SILENT``), and the IRI that one denotes (None when it
+    is not a constant IRI), with PREFIX and BASE applied as they are declared (into ``prefixes``, when
+    given); relative IRIs before any BASE resolve against ``base`` (the endpoint's URL, as the parser is
+    told)."""
+    prefixes = {} if prefixes is None else prefixes
     for index, token in enumerate(tokens):
         nxt = tokens[index + 1] if index + 1 < len(tokens) else None
         if token.is_word("BASE") and nxt is not None and nxt.kind == "iri":

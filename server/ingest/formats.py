@@ -10,8 +10,9 @@ of NUL bytes and is refused as binary). A ``charset`` parameter of the declared 
 ends become LF once, on reading, so that chunk offsets index the stored text.
 
 Pages: a plain text is one page; Markdown and HTML have a page per section (a heading starts one, the text
-before the first heading is a page of its own unless blank); a PDF has its own pages, those without text
-kept empty. Every refusal is a typed error: ``UnsupportedDocument`` (415) for bytes of no format read here
+before the first heading is a page of its own unless blank; in HTML a heading with nothing under it opens the
+next section instead); a PDF has its own pages, those without text kept empty. Every refusal is a typed
+error: ``UnsupportedDocument`` (415) for bytes of no format read here
 or not of the format declared, ``UnreadableDocument`` (422) for a known format that cannot be read.
 """
 from __future__ import annotations
@@ -286,7 +287,7 @@ def _read_html(text: str) -> Document:
             visible.start(value)
         else:
             visible.end(value)
-    visible.end_section()
+    visible.end_document()
     if not any(section_text.strip() for _, section_text in visible.sections):
         raise UnreadableDocument("the HTML document has no visible text")
     return Document(HTML, visible.title or visible.first_h1, _numbered(visible.sections))
@@ -362,6 +363,7 @@ class _VisibleText:
         self._heading_tag = ""
         self._section_heading: str | None = None
         self._lines: list[str] = []
+        self._carried: list[str] = []  # bare headings waiting for the next section's text
         self._line: list[str] = []
         self._paragraph_ended = False
         self._pre = 0
@@ -439,11 +441,29 @@ class _VisibleText:
         self._paragraph_ended = True
 
     def end_section(self) -> None:
-        """Close the section being read (at a heading, and at the end of the document)."""
+        """Close the section being read (at a heading, and at the end of the document). A section that is only
+        its heading (an author's name on a title page, a chapter's heading right before its first section) is
+        no page: its line opens the next section's text, and the first such heading names that page."""
         self._end_line()
-        text = "\n".join(self._lines)
+        if self._section_heading is not None and self._lines == [self._section_heading]:
+            self._carried.append(self._section_heading)
+            self._section_heading, self._lines, self._paragraph_ended = None, [], False
+            return
+        text = "\n\n".join(self._carried + ["\n".join(self._lines)]) if self._lines else ""
         if text.strip():  # a blank section is no page
             if len(self.sections) == MAX_PAGES:
                 raise _too_many_pages()
-            self.sections.append((self._section_heading, text))
+            self.sections.append((self._carried[0] if self._carried else self._section_heading, text))
+            self._carried = []
         self._section_heading, self._lines, self._paragraph_ended = None, [], False
+
+    def end_document(self) -> None:
+        """The last section, and any bare headings before the end: on the last page (or one of their own)."""
+        self.end_section()
+        if not self._carried:
+            return
+        if self.sections:
+            heading, text = self.sections[-1]
+            self.sections[-1] = (heading, "\n\n".join([text, *self._carried]))
+        else:
+            self.sections.append((self._carried[0], "\n\n".join(self._carried)))

@@ -17,6 +17,8 @@
   const status = document.getElementById("answer-status");
   const errorBox = document.getElementById("ask-error");
   const traceLink = document.getElementById("trace-link");
+  const askedBefore = document.getElementById("asked-before");
+  const traceUrl = (session) => `/console/trace?id=${encodeURIComponent(session)}`;
   const graphCard = document.getElementById("graph-card");
   const panel = document.getElementById("ask-graph-panel");
   const STEPS = [  // by the explain message's explain_kind: no IRI is parsed here
@@ -149,8 +151,11 @@
     answer.classList.toggle("no-answer", outcome === "no-answer");
     if (outcome === "answered") GlassSteps.markAnswer(answer, run.selected || 0, focusEdge);
     if (run.session) {
-      traceLink.querySelector("a").href = `/console/trace?id=${encodeURIComponent(run.session)}`;
+      traceLink.querySelector("a").href = traceUrl(run.session);
       traceLink.hidden = false;
+      const url = new URL(location.href);  // Back to this page shows this answer's trace, not a new question
+      url.searchParams.set("session", run.session);
+      history.replaceState(null, "", url);
     }
     answerCard.scrollIntoView({ block: "start" });
     live.dataset.done = "true";
@@ -193,7 +198,9 @@
     start(run.steps[0]);
     const url = new URL(location.href);
     url.searchParams.set("q", question);
+    url.searchParams.delete("session");
     history.replaceState(null, "", url);
+    askedBefore.hidden = true;
     const body = {
       query: question,
       collection: document.getElementById("collection").value,
@@ -249,5 +256,14 @@
       ask(chip.dataset.question);
     });
   }
-  if (input.value.trim()) ask(input.value.trim());
+  // A shared link (?q=) asks at once; coming back to an answer (?session=, or Back and Forward) shows a
+  // link to its recorded trace instead of asking again and recording a second session.
+  const asked = new URL(location.href).searchParams.get("session");
+  const returning = performance.getEntriesByType("navigation")[0]?.type === "back_forward";
+  if (asked) {
+    askedBefore.querySelector("a").href = traceUrl(asked);
+    askedBefore.hidden = false;
+  } else if (input.value.trim() && !returning) {
+    ask(input.value.trim());
+  }
 })();

@@ -162,14 +162,12 @@
       setStatus(`${count.toLocaleString()} ${count === 1 ? "row" : "rows"} in ${elapsed} ms`);
       return count;
     }
-    raw.textContent = text;
-    const pre = document.createElement("pre");
-    pre.className = "graph-text";
-    pre.textContent = text;
-    results.append(pre);
-    const count = text.split("\n").filter((l) => l.trim() && !l.startsWith("@prefix")).length;
-    title.textContent = `${kind} result`;
-    setStatus(`${count} lines in ${elapsed} ms`);
+    raw.textContent = text;  // N-Triples: one triple a line, shown as a table of subject, predicate, object
+    const data = GlassNTriples.parse(text);
+    const count = data.results.bindings.length;
+    title.textContent = `${count.toLocaleString()} ${count === 1 ? "triple" : "triples"}`;
+    table.show(data);
+    setStatus(`${kind}: ${count.toLocaleString()} ${count === 1 ? "triple" : "triples"} in ${elapsed} ms`);
     return count;
   }
 
@@ -193,7 +191,8 @@
     const query = editor.value;
     editor.checkNow();
     const kind = queryForm(query);
-    const accept = kind === "CONSTRUCT" || kind === "DESCRIBE" ? "text/turtle" : "application/sparql-results+json";
+    const accept = kind === "CONSTRUCT" || kind === "DESCRIBE" ? "application/n-triples"
+      : "application/sparql-results+json";
     area.hidden = false;
     errorBox.hidden = true;
     downloads.hidden = true;
