@@ -41,9 +41,10 @@ def test_ask_draws_the_selected_edges_and_links_the_answer_to_them(page: object,
     assert [FRANCE, PARIS] in selected
     assert graph(page, "ask-graph", SELECTED) == selected  # the graph's data, in selection order
     pairs, reversed_pairs = _retrieved_pairs(sample_store, trace)
+    assert FRANCE in graph(page, "ask-graph", "cy => cy.nodes('.seed').map(n => n.data('iri'))")
+    graph(page, "ask-graph", "cy => void GlassGraph.expandAll('ask-graph')")  # not only the path and "+N retrieved"
     assert graph(page, "ask-graph", "cy => cy.edges().length") == pairs
     assert graph(page, "ask-graph", "cy => cy.edges('.both').length") == reversed_pairs
-    assert FRANCE in graph(page, "ask-graph", "cy => cy.nodes('.seed').map(n => n.data('iri'))")
     # the retrieval step shows its count and seeds from the stream
     assert page.inner_text(".event-retrieval .count") == str(trace["edge_count"])
     assert page.locator(".event-retrieval .seeds a", has_text="France").count() == 1
@@ -64,6 +65,57 @@ def test_ask_draws_the_selected_edges_and_links_the_answer_to_them(page: object,
         screenshot(page, "ask-graph")
 
 
+LAYOUT = """cy => {
+  const box = cy.container().getBoundingClientRect();
+  const nodes = cy.nodes().map(n => ({id: n.id(), iri: n.data('iri'), seed: n.hasClass('seed'),
+    context: n.hasClass('context'), path: n.hasClass('on-path'), x: n.renderedPosition('x'),
+    box: n.renderedBoundingBox({includeLabels: true})}));
+  return {width: box.width, height: box.height, nodes};
+}"""
+
+
+def _overlaps(a: dict, b: dict) -> bool:
+    return a["x1"] < b["x2"] and b["x1"] < a["x2"] and a["y1"] < b["y2"] and b["y1"] < a["y2"]
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES)
+def test_the_graph_reads_from_the_seeds_to_the_answer_and_its_labels_never_overlap(
+        page: object, console_url: str, sample_store: GraphStore, width: int, height: int) -> None:
+    """Germany's nine neighbours: the seed in the first column, the selected edges to the right of it, the 150
+    retrieved edges collapsed into one "+N retrieved" node that a click opens; every label clear of every other
+    and every node inside the box, at both sizes, before and after opening it."""
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{console_url}/console/ask?q={quote('Which countries border Germany?')}")
+    page.locator("#live[data-done]").wait_for()
+    trace = read_trace(sample_store, page.get_attribute("#live", "data-session"))
+    drawn = graph(page, "ask-graph", LAYOUT)
+    [seed] = [n for n in drawn["nodes"] if n["seed"]]
+    path = [n for n in drawn["nodes"] if n["path"] and not n["seed"]]
+    assert {n["iri"] for n in path} == {e["o"] for e in trace["edges"]} - {seed["iri"]}
+    assert all(n["x"] > seed["x"] for n in path)  # left to right, from the seed
+    [context] = [n for n in drawn["nodes"] if n["context"]]
+    assert len(drawn["nodes"]) == len(path) + 2  # the path, the seed and its collapsed context: nothing else
+    _assert_readable(drawn)
+    if width == SIZES[0][0]:  # both sizes, then back to the first
+        page.locator("#graph-card").scroll_into_view_if_needed()
+        screenshot(page, "ask-germany-graph")
+    graph(page, "ask-graph", f"cy => void cy.getElementById({context['id']!r}).emit('tap')")
+    opened = graph(page, "ask-graph", LAYOUT)
+    assert len(opened["nodes"]) > len(drawn["nodes"]) and not [n for n in opened["nodes"] if n["context"]]
+    _assert_readable(opened)
+    page.click("#ask-graph-all")  # the button draws every retrieved edge: those between the neighbours too
+    pairs, _ = _retrieved_pairs(sample_store, trace)
+    assert graph(page, "ask-graph", "cy => cy.edges().length") == pairs
+
+
+def _assert_readable(drawn: dict) -> None:
+    """No two nodes' boxes (labels included) overlap, and every one is inside the graph's box."""
+    boxes = [n["box"] for n in drawn["nodes"]]
+    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if _overlaps(a, b)]
+    assert all(-1 <= b["x1"] and b["x2"] <= drawn["width"] + 1 and -1 <= b["y1"] and b["y2"] <= drawn["height"] + 1
+               for b in boxes)
+
+
 def _retrieved_pairs(store: GraphStore, trace: dict) -> tuple[int, int]:
     """How many edges the graph view draws of a trace's retrieved edges (an edge and its reverse with the same
     predicate as one), and how many of those stand for both directions."""
@@ -81,6 +133,7 @@ def test_ask_draws_an_edge_and_its_reverse_once(page: object, console_url: str, 
     trace = read_trace(sample_store, page.get_attribute("#live", "data-session"))
     pairs, reversed_pairs = _retrieved_pairs(sample_store, trace)
     assert reversed_pairs > 0  # borders are stated both ways
+    graph(page, "ask-graph", "cy => void GlassGraph.expandAll('ask-graph')")
     assert graph(page, "ask-graph", "cy => cy.edges().length") == pairs < trace["edge_count"]
     assert graph(page, "ask-graph", "cy => cy.edges('.both').length") == reversed_pairs
     # each selected edge lists its own source chains, no other edge's (edges with different chains here)

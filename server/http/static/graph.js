@@ -1,12 +1,16 @@
-/* The explanation as a graph (cytoscape.js, vendored): the retrieved subgraph faded, the selected edges
-   highlighted and numbered as the answer's [n] marks, an edge and its reverse with the same predicate drawn
-   once with two arrows, seeds outlined. Clicking an edge shows its reason and source passage in the panel;
+/* The explanation as a graph (cytoscape.js, vendored), read left to right: the seeds in the first column, the
+   selected edges leading from them to the answer, numbered as the answer's [n] marks (a layered layout: a
+   node's column is its distance from the seeds, its place in the column follows its neighbours', so labels
+   never overlap). The retrieved edges that were not selected are collapsed into one "+N retrieved" node per
+   seed, which a click expands; an edge and its reverse with the same predicate are drawn once with two
+   arrows. The drawing is fitted to its box at every width. Clicking an edge shows its reason and source passage in the panel;
    clicking a node opens its resource page (the panel's content is built with GlassSteps). GlassGraph.instances[id] is the cytoscape instance of the
    container with that id (the tests count its selected edges). */
 "use strict";
 
 const GlassGraph = (() => {
   const instances = {};
+  const expanders = {};
   const STYLE = [
     { selector: "node", style: {
       label: "data(label)", "font-size": 11, color: "#1f2937", "text-valign": "bottom", "text-margin-y": 4,
@@ -29,7 +33,12 @@ const GlassGraph = (() => {
       opacity: 1, label: "data(label)", "font-size": 11, color: "#7c2d12", "font-weight": "bold",
       "text-rotation": "autorotate", "text-background-color": "#ffffff", "text-background-opacity": 0.9 } },
     { selector: "edge.active", style: { "line-color": "#1d4ed8", "target-arrow-color": "#1d4ed8", width: 5 } },
+    { selector: "node.context", style: { shape: "round-rectangle", "background-color": "#f1f5f9", "border-width": 1,
+      "border-style": "dashed", "border-color": "#64748b", width: 22, height: 14, color: "#475569" } },
+    { selector: "edge.context-link", style: { "line-style": "dashed", "target-arrow-shape": "none", opacity: 0.6 } },
   ];
+  const COLUMN = 220;  // between columns (model units): a label is at most 120 wide and sits under its node
+  const ROW = 48;  // between the nodes of a column: a node and its one line of label
 
   /** Cytoscape elements of a view (GlassExplain.view): a node per term, an edge per retrieved or selected
       edge, merged with its reverse when the predicate is the same. */
@@ -119,28 +128,114 @@ const GlassGraph = (() => {
     } catch (ignored) { /* the chain links stay */ }
   }
 
+  /** The elements drawn at first: the seeds, the selected edges and their nodes, and per seed one "+N retrieved"
+      node for the retrieved edges at that seed that are not selected. With no seed and no selection, all. */
+  function initial(all) {
+    const selected = all.edges.filter((e) => e.classes.includes("selected"));
+    const shown = new Set(selected.flatMap((e) => [e.data.source, e.data.target]));
+    const seeds = all.nodes.filter((n) => n.classes.includes("seed"));
+    seeds.forEach((n) => shown.add(n.data.id));
+    if (!shown.size) return [...all.nodes, ...all.edges];
+    const contexts = [];
+    for (const seed of seeds) {
+      const id = seed.data.id;
+      const hidden = all.edges.filter((e) => !e.classes.includes("selected")
+        && (e.data.source === id || e.data.target === id));
+      if (!hidden.length) continue;
+      contexts.push({ data: { id: `c${id}`, label: `+${hidden.length} retrieved`, seed: id }, classes: "context" },
+                    { data: { id: `l${id}`, source: id, target: `c${id}`, label: "", choices: [] }, classes: "context-link" });
+    }
+    return [...all.nodes.filter((n) => shown.has(n.data.id)), ...selected, ...contexts];
+  }
+
+  /** Columns by distance from the seeds along the drawn edges (either way); in a column, nodes in the order of
+      their neighbours in the column before (a barycentre sweep), so that edges cross as little as they can. */
+  function layered(cy) {
+    const column = new Map();
+    let frontier = cy.nodes(".seed").toArray();
+    for (;;) {
+      if (!frontier.length) {
+        const rest = cy.nodes().filter((n) => !column.has(n.id()));
+        if (!rest.length) break;
+        frontier = [rest[0]];  // a part not reached from any seed starts a column after the rest
+        column.set(rest[0].id(), column.size ? Math.max(...column.values()) + 1 : 0);
+      } else {
+        frontier.forEach((n) => { if (!column.has(n.id())) column.set(n.id(), 0); });
+      }
+      const next = [];
+      for (const node of frontier) {
+        for (const other of node.neighborhood("node").toArray()) {
+          if (!column.has(other.id())) {
+            column.set(other.id(), column.get(node.id()) + 1);
+            next.push(other);
+          }
+        }
+      }
+      frontier = next;
+    }
+    const columns = [];
+    for (const node of cy.nodes().toArray()) (columns[column.get(node.id())] ||= []).push(node);
+    const place = new Map();
+    const positions = {};
+    columns.forEach((nodes, index) => {
+      const mean = (node) => {
+        const before = node.neighborhood("node").filter((o) => column.get(o.id()) === index - 1).toArray();
+        return before.length ? before.reduce((sum, o) => sum + place.get(o.id()), 0) / before.length : 1e9;
+      };
+      if (index > 0) nodes.sort((a, b) => mean(a) - mean(b));
+      nodes.forEach((node, i) => {
+        place.set(node.id(), i);
+        positions[node.id()] = { x: index * COLUMN, y: (i - (nodes.length - 1) / 2) * ROW };
+      });
+    });
+    cy.layout({ name: "preset", positions: (node) => positions[node.id()], fit: false, animate: false }).run();
+    cy.fit(cy.elements(), 24);
+  }
+
+  /** Adds the retrieved edges (and their nodes) at ``seed`` that are not drawn yet, or every one (no seed). */
+  function expand(cy, all, seed) {
+    const at = (e) => seed === undefined || e.data.source === seed || e.data.target === seed;
+    const edges = all.edges.filter((e) => at(e) && !cy.getElementById(e.data.id).length);
+    const ends = new Set(edges.flatMap((e) => [e.data.source, e.data.target]));
+    cy.add(all.nodes.filter((n) => ends.has(n.data.id) && !cy.getElementById(n.data.id).length));
+    cy.add(edges);
+    cy.remove(seed === undefined ? cy.elements(".context, .context-link")
+      : cy.getElementById(`c${seed}`).union(cy.getElementById(`l${seed}`)));
+    layered(cy);
+  }
+
   /** Draws ``view`` into ``container``; ``panel`` shows what is clicked. */
   function draw(container, view, panel) {
     if (instances[container.id]) instances[container.id].destroy();  // the Ask page draws once per question
-    const cy = cytoscape({
-      container, elements: elements(view), style: STYLE,
-      layout: { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 9000, idealEdgeLength: () => 90 },
-    });
-    const onPath = cy.edges(".selected").connectedNodes().addClass("on-path");
-    const shown = onPath.length ? onPath.union(onPath.neighborhood()) : cy.elements();  // the selection and around it
-    cy.fit(shown, 30);
-    cy.on("resize", () => cy.fit(shown, 30));
+    const all = elements(view);
+    const cy = cytoscape({ container, elements: initial(all), style: STYLE, layout: { name: "preset" } });
+    cy.nodes(".iri, .literal").filter((n) => n.connectedEdges(".selected").length).addClass("on-path");
+    layered(cy);
+    cy.on("resize", () => cy.fit(cy.elements(), 24));
     cy.on("tap", "edge", (event) => {
+      if (event.target.hasClass("context-link")) return;
       cy.edges().removeClass("active");
       event.target.addClass("active");
       if (panel) showEdge(panel, event.target);
     });
     cy.on("tap", "node", (event) => {
+      if (event.target.hasClass("context")) {
+        expand(cy, all, event.target.data("seed"));
+        return;
+      }
       const iri = event.target.data("iri");
       if (iri) location.assign(`/resource?iri=${encodeURIComponent(iri)}`);
     });
+    const everything = document.getElementById(`${container.id}-all`);
+    if (everything) everything.onclick = () => expand(cy, all);
     instances[container.id] = cy;
+    expanders[container.id] = () => expand(cy, all);
     return cy;
+  }
+
+  /** Draws every retrieved edge in graph ``id`` (its "show all" button). */
+  function expandAll(id) {
+    if (expanders[id]) expanders[id]();
   }
 
   /** Selects the edges of selection number ``number`` and shows it in the panel (the answer's [n] marks). */
@@ -154,5 +249,5 @@ const GlassGraph = (() => {
     if (panel) showEdge(panel, edge);
   }
 
-  return { instances, draw, focus, STYLE };
+  return { instances, draw, expandAll, focus, STYLE };
 })();
