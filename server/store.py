@@ -8,7 +8,9 @@ pyoxigraph's own escaping (``render_term``) of terms pyoxigraph parsed, never fr
 """
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -158,21 +160,27 @@ class GraphStore(StoreBackend):
                              if fmt in (RdfFormat.TURTLE, RdfFormat.TRIG) else None)
 
     def backup(self, target: str | Path) -> None:
-        """A consistent copy of the on-disk store in ``target`` (which must not exist yet)."""
+        """A consistent copy of the on-disk store in ``target``, which must not exist yet (ValueError)."""
+        target = Path(target)
         if self.path is None:
             raise ValueError("an in-memory store cannot be backed up; dump it instead")
+        if target.exists() or target.is_symlink():
+            raise ValueError(f"{target} exists: a backup goes into a new directory")
         if not self.read_only:
             self.raw.flush()
             self.raw.backup(str(target))
             return
-        # A snapshot's checkpoint would miss the writes it replayed from the holder's log: copy its quads.
+        # A snapshot's checkpoint would miss the writes it replayed from the holder's log: its quads are copied
+        # into a directory of our own beside the target, renamed to it once whole; only that one is ever removed.
+        building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
-            copy = Store(str(target))
+            copy = Store(str(building))
             copy.bulk_extend(self.raw)
             copy.flush()
             del copy
+            os.rename(building, target)
         except BaseException:
-            shutil.rmtree(target, ignore_errors=True)
+            shutil.rmtree(building, ignore_errors=True)
             raise
 
     def flush(self) -> None:

@@ -151,6 +151,27 @@ def test_backup_roundtrip(store: GraphStore, tmp_path: Path) -> None:
         GraphStore(None).backup(tmp_path / "nope")
 
 
+def test_a_snapshots_backup_never_touches_a_directory_it_did_not_make(tmp_path: Path) -> None:
+    """The attacker's pass: a failed copy removed its target, which was another backup in progress or a live
+    store; now the copy is built in a directory of its own and renamed to the target once whole."""
+    written = GraphStore(tmp_path / "store")
+    _two_collections(written, tmp_path)
+    before = content(written)
+    del written
+    gc.collect()  # closed: the snapshot below reads a store no process writes (a held one: test_cli)
+    snapshot = GraphStore(tmp_path / "store", read_only=True)
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "keep.txt").write_text("mine")
+    for target in (taken, tmp_path / "store"):  # an existing directory; the store itself
+        with pytest.raises(ValueError, match="exists"):
+            snapshot.backup(target)
+    assert (taken / "keep.txt").read_text() == "mine" and content(snapshot) == before
+    snapshot.backup(tmp_path / "copy")
+    assert content(GraphStore(tmp_path / "copy")) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".copy")] == []  # nothing left beside it
+
+
 def test_build_store_makes_a_new_store_from_one_file(tmp_path: Path) -> None:
     path = write(tmp_path / "data", RdfFormat.TRIG, True)
     assert build_store(tmp_path / "new", path, "docs", progress=False) == len(TRIPLES) + 2
