@@ -156,6 +156,21 @@ def test_a_turtle_answer_writes_iris_with_the_prefixes_the_query_declares(server
                                     else RdfFormat.TRIG)] == [Triple(B, P, Literal("two", language="en"))]
 
 
+@pytest.mark.parametrize(("text", "media"), [
+    # the lexer reads <2#> as an IRI where the parser reads 2 and a comment: a PREFIX "declared" past the prologue
+    (f"PREFIX ex: <{EX}>\nCONSTRUCT {{ ex:b ?p ?o }} WHERE {{ ex:b ?p ?o FILTER(1<2#>PREFIX _: <{EX}>\n) }}",
+     "text/turtle"),
+    (f"PREFIX xmlns: <{EX}>\nPREFIX xml: <{EX}x/>\nCONSTRUCT WHERE {{ xmlns:b ?p ?o }}", "application/rdf+xml"),
+])
+def test_prefixes_that_would_break_the_answer_are_not_written_with(server: LiveServer, text: str,
+                                                                   media: str) -> None:
+    """The attacker's pass: both answers were 200 and unreadable (``_:b _:p``; ``xmlns:xmlns=...``)."""
+    response = query(server, text, media)
+    assert response.status_code == 200, response.text
+    fmt = RdfFormat.TURTLE if media == "text/turtle" else RdfFormat.RDF_XML
+    assert [q.triple for q in parse(response.content, format=fmt)] == [Triple(B, P, Literal("two", language="en"))]
+
+
 def test_json_ld_with_triple_terms_falls_back_or_is_406(server: LiveServer) -> None:
     text = f"DESCRIBE <{A.value}>"
     fallback = query(server, text, "application/ld+json, application/n-triples;q=0.5")

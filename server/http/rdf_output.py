@@ -13,6 +13,8 @@ from pyoxigraph import Quad, RdfFormat, Triple, serialize
 from server.errors import NotAcceptable
 from server.http.negotiation import GRAPH_MEDIA, negotiate
 
+PREFIXED = (RdfFormat.TURTLE, RdfFormat.TRIG)  # the formats an answer writes with the query's prefixes
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -43,12 +45,12 @@ def has_triple_term(item: Triple | Quad) -> bool:
 def rdf_answer(items: list[Triple | Quad], accept: str | None, media: dict[str, RdfFormat] = GRAPH_MEDIA,
                prefixes: dict[str, str] | None = None) -> Answer:
     """Triples or quads in the negotiated format (quads lose their graph in a triples format), written with
-    ``prefixes`` where the format has them (Turtle, TriG)."""
+    ``prefixes`` in Turtle and TriG."""
     fmt = choose_format(accept, any(has_triple_term(item) for item in items), media)
     if not fmt.supports_datasets:
         items = [item.triple if isinstance(item, Quad) else item for item in items]
     try:
-        body = serialize(items, format=fmt, prefixes=prefixes or None)
+        body = serialize(items, format=fmt, prefixes=(prefixes or None) if fmt in PREFIXED else None)
     except (OSError, ValueError) as error:
         raise NotAcceptable(f"this data cannot be written as {fmt.name}: {error}") from None
     return Answer(rdf_content_type(fmt), body)

@@ -93,13 +93,27 @@ def _term_iri(token: Token | None, prefixes: dict[str, str], base: str | None) -
     return None
 
 
+MAX_ANSWER_PREFIXES = 1_000  # writing an answer costs prefixes x IRIs
+_PREFIX_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*|")  # Turtle's, in ASCII
+
+
 def declared_prefixes(text: str, base: str | None = None) -> dict[str, str]:
-    """The prefixes ``text`` declares (``PREFIX e: <...>``), their IRIs resolved as the parser resolves them:
-    the names a Turtle answer to the query writes its IRIs with."""
-    prefixes: dict[str, str] = {}
-    for _ in _with_iris(tokenize(text), base, prefixes):
-        pass
-    return {name: iri for name, iri in prefixes.items() if _absolute(iri)}
+    """The prefixes the prologue of ``text`` declares (``PREFIX e: <...>``, before the query form), their IRIs
+    resolved as the parser resolves them: the names a Turtle answer to the query writes its IRIs with. Only
+    names every writer takes (no ``xml``, which XML reserves), at most ``MAX_ANSWER_PREFIXES``."""
+    tokens, prefixes, at = tokenize(text), {}, 0
+    while at + 1 < len(tokens) and len(prefixes) < MAX_ANSWER_PREFIXES:
+        keyword, name = tokens[at], tokens[at + 1]
+        if keyword.is_word("BASE") and name.kind == "iri":
+            base, at = _iri_value(name, base), at + 2
+        elif keyword.is_word("PREFIX") and name.kind == "pname" and at + 2 < len(tokens) \
+                and tokens[at + 2].kind == "iri":
+            prefixes[name.value.rstrip(":")] = _iri_value(tokens[at + 2], base)
+            at += 3
+        else:
+            break
+    return {name: iri for name, iri in prefixes.items()
+            if _PREFIX_NAME.fullmatch(name) and not name.lower().startswith("xml") and _absolute(iri)}
 
 
 def _absolute(iri: str) -> bool:
@@ -110,13 +124,11 @@ def _absolute(iri: str) -> bool:
     return True
 
 
-def _with_iris(tokens: Sequence[Token], base: str | None,
-               prefixes: dict[str, str] | None = None) -> Iterator[tuple[Token, Token | None, str | None]]:
+def _with_iris(tokens: Sequence[Token], base: str | None) -> Iterator[tuple[Token, Token | None, str | None]]:
     """Each token, the token after it (after ``SILENT``), and the IRI that one denotes (None when it
-    is not a constant IRI), with PREFIX and BASE applied as they are declared (into ``prefixes``, when
-    given); relative IRIs before any BASE resolve against ``base`` (the endpoint's URL, as the parser is
-    told)."""
-    prefixes = {} if prefixes is None else prefixes
+    is not a constant IRI), with PREFIX and BASE applied as they are declared; relative IRIs before
+    any BASE resolve against ``base`` (the endpoint's URL, as the parser is told)."""
+    prefixes: dict[str, str] = {}
     for index, token in enumerate(tokens):
         nxt = tokens[index + 1] if index + 1 < len(tokens) else None
         if token.is_word("BASE") and nxt is not None and nxt.kind == "iri":
