@@ -118,6 +118,12 @@ def test_a_query_that_starts_with_no_query_form_is_told_what_starts_one(server: 
     assert problem["message"].startswith(expected) and problem["column"] == column, problem
 
 
+def test_a_long_first_word_is_quoted_short(server: Verbs) -> None:
+    problem = check(server, "X" * 50_000 + " WHERE {}")["problem"]
+    assert problem["message"] == f"unexpected '{'X' * 40}…': a query starts with SELECT, CONSTRUCT, DESCRIBE or ASK, " \
+                                 "after any PREFIX and BASE declarations."
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("INSRT DATA { <http://example.org/a> <http://example.org/b> 1 }",
      "unexpected 'INSRT' (did you mean INSERT?): an update starts with INSERT, DELETE,"),

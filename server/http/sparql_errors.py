@@ -41,6 +41,7 @@ class SyntaxProblem:
         return {"message": self.message, "line": self.line, "column": self.column, "sentence": self.sentence}
 
 
+SHOWN_CHARS = 40  # of a word quoted in a message (a 5 MB word made a 5 MB error)
 QUERY_FORMS = ("SELECT", "CONSTRUCT", "DESCRIBE", "ASK")
 UPDATE_FORMS = ("INSERT", "DELETE", "WITH", "LOAD", "CLEAR", "CREATE", "DROP", "COPY", "MOVE", "ADD")
 
@@ -126,7 +127,8 @@ def _unknown_form(text: str, forms: tuple[str, ...]) -> SyntaxProblem | None:
                              *_position(text, first.start))
     close = difflib.get_close_matches(first.value.upper(), forms, n=1, cutoff=0.6) if first.kind == "word" else []
     hint = f" (did you mean {close[0]}?)" if close else ""
-    return SyntaxProblem(f"unexpected {first.value!r}{hint}: {kind} starts with {_listed(forms)}, after any PREFIX "
+    shown = first.value if len(first.value) <= SHOWN_CHARS else first.value[:SHOWN_CHARS] + "…"
+    return SyntaxProblem(f"unexpected {shown!r}{hint}: {kind} starts with {_listed(forms)}, after any PREFIX "
                          "and BASE declarations.", *_position(text, first.start))
 
 
