@@ -5,7 +5,9 @@ and only one process may open it for writing. On a remote store (``GLASSGRAPH_ST
 worker holds no data: ``-w N`` runs N of them against the engine. The worker's event loop holds the
 connections; the Flask app runs in ``GLASSGRAPH_THREADS`` threads (``server/http/asgi.py``).
 """
+import os
 import sys
+from typing import NoReturn
 
 from flask import Flask
 
@@ -37,9 +39,15 @@ def _start() -> tuple[Config, Flask, bool]:
         tuned = config.malloc_arenas > 0 and allocator.tune(config.malloc_arenas)
         flask_app = create_app(config)
     except (ValueError, GlassgraphError) as exc:
-        print(f"glassgraph: error: {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(3) from None
+        _stop(str(exc))
+    except OSError as exc:  # a store path that is a file, or that cannot be written
+        _stop(f"cannot open the store at {os.environ.get('GLASSGRAPH_STORE', 'the default path')}: {exc}")
     return config, flask_app, tuned
+
+
+def _stop(reason: str) -> NoReturn:
+    print(f"glassgraph: error: {reason}", file=sys.stderr, flush=True)
+    raise SystemExit(3) from None
 
 
 config, flask_app, tuned = _start()
