@@ -107,7 +107,9 @@ def slow_server(store: GraphStore) -> LiveServer:
 
 def test_a_heavy_client_does_not_starve_a_light_one(slow_server: LiveServer) -> None:
     """127.0.0.1 sends 24 slow queries at once, then 127.0.0.2 sends one: with one worker, the light client's
-    query is answered after at most a few of the heavy client's, not after all of them."""
+    query is answered within the first half of the heavy client's, where first come, first served would answer
+    it last. (Not "within the first few": on a loaded machine several heavy queries end while the light one is
+    still on its way in and through its parse check; beside a second copy of the suite it finished 8th once.)"""
     finished: list[str] = []
     lock = threading.Lock()
 
@@ -124,7 +126,7 @@ def test_a_heavy_client_does_not_starve_a_light_one(slow_server: LiveServer) -> 
         light = pool.submit(run, "127.0.0.2", "light")
         statuses = [f.result() for f in heavy] + [light.result()]
     assert statuses == [200] * 25  # every query answered: none refused
-    assert finished.index("light") <= 6, finished  # served in turn, not behind the heavy client's 23 others
+    assert finished.index("light") <= 12, finished  # served in turn, not behind the heavy client's 23 others
 
 
 def test_twenty_clients_at_once_are_all_answered(slow_server: LiveServer) -> None:
