@@ -3,14 +3,14 @@
    node's column is its distance from the seeds, its place in the column follows its neighbours', so labels
    never overlap). The retrieved edges that were not selected are collapsed into one "+N retrieved" node per
    seed, which a click expands; an edge and its reverse with the same predicate are drawn once with two
-   arrows. The drawing is fitted to its box at every width. Clicking an edge shows its reason and source passage in the panel;
-   clicking a node opens its resource page (the panel's content is built with GlassSteps). GlassGraph.instances[id] is the cytoscape instance of the
-   container with that id (the tests count its selected edges). */
+   arrows. The drawing is fitted to its box at every width. Clicking an edge shows its reason and source
+   passage in the panel; clicking a node opens its resource page (the panel's content is built with
+   GlassSteps). GlassGraph.instances[id] is the cytoscape instance of the container with that id (the tests
+   count its selected edges). */
 "use strict";
 
 const GlassGraph = (() => {
   const instances = {};
-  const expanders = {};
   const STYLE = [
     { selector: "node", style: {
       label: "data(label)", "font-size": 11, color: "#1f2937", "text-valign": "bottom", "text-margin-y": 4,
@@ -227,15 +227,16 @@ const GlassGraph = (() => {
       if (iri) location.assign(`/resource?iri=${encodeURIComponent(iri)}`);
     });
     const everything = document.getElementById(`${container.id}-all`);
-    if (everything) everything.onclick = () => expand(cy, all);
+    if (everything) everything.onclick = () => expandAll(container.id);
+    cy.scratch("glass-all", all);  // what expandAll draws
     instances[container.id] = cy;
-    expanders[container.id] = () => expand(cy, all);
     return cy;
   }
 
   /** Draws every retrieved edge in graph ``id`` (its "show all" button). */
   function expandAll(id) {
-    if (expanders[id]) expanders[id]();
+    const cy = instances[id];
+    if (cy) expand(cy, cy.scratch("glass-all"));
   }
 
   /** Selects the edges of selection number ``number`` and shows it in the panel (the answer's [n] marks). */
