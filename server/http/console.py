@@ -120,10 +120,11 @@ def _trace_or_404(iri: str | None) -> dict:
     if not iri:
         raise BadRequest("missing parameter id (a session IRI)")
     bounded_iri_text("id", iri)
-    trace = read_trace(current_store(), iri)
+    store = current_store()
+    trace = read_trace(store, iri)
     if trace is None:
         raise NotFound(f"no GraphRAG session {iri}")
-    return _trace_view(trace, current_store())
+    return _trace_view(trace, store)
 
 
 @blueprint.get("/")

@@ -128,7 +128,7 @@ def ingest(collection: str) -> Response:
     document = current_runtime().readers.read(data, declared, name)
     chunk_spans(document, options)  # a document over the limits is refused now, not after its 202
     job = current_runtime().ingest_jobs.submit(Job(doc_id, collection, options.title or document.title or name,
-                                        document.media_type), data, document, name, options)
+                                                   document.media_type), data, document, name, options)
     response = jsonify(id=doc_id, status=job.status, url=url)
     response.status_code = 202
     response.headers["Location"] = url
