@@ -184,3 +184,30 @@ def run_query(page: object, query: str) -> None:
     page.keyboard.press("Control+Enter")
     page.locator('#editor[data-check="done"]').wait_for(state="attached")
     wait_idle(page)
+
+
+def graph(page: object, graph_id: str, script: str) -> object:
+    """``script`` (a function of the cytoscape instance) evaluated on the graph view ``graph_id``."""
+    return page.evaluate(f"({script})(GlassGraph.instances[{graph_id!r}])")
+
+
+# A graph view's drawing: its box, and per node its id, IRI, kind, x and box (labels included), as rendered.
+LAYOUT = """cy => {
+  const box = cy.container().getBoundingClientRect();
+  const nodes = cy.nodes().map(n => ({id: n.id(), iri: n.data('iri'), seed: n.hasClass('seed'),
+    context: n.hasClass('context'), path: n.hasClass('on-path'), x: n.renderedPosition('x'),
+    box: n.renderedBoundingBox({includeLabels: true})}));
+  return {width: box.width, height: box.height, nodes};
+}"""
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    return a["x1"] < b["x2"] and b["x1"] < a["x2"] and a["y1"] < b["y2"] and b["y1"] < a["y2"]
+
+
+def assert_readable(drawn: dict) -> None:
+    """No two nodes' boxes (labels included) overlap, and every one is inside the graph's box."""
+    boxes = [n["box"] for n in drawn["nodes"]]
+    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlaps(a, b)]
+    assert all(-1 <= b["x1"] and b["x2"] <= drawn["width"] + 1 and -1 <= b["y1"] and b["y2"] <= drawn["height"] + 1
+               for b in boxes)

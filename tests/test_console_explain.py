@@ -7,7 +7,7 @@ import re
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
-from console_browser import QUESTION, SIZES, requires_chromium, screenshot
+from console_browser import LAYOUT, QUESTION, SIZES, assert_readable, graph, requires_chromium, screenshot
 from pyoxigraph import NamedNode
 
 from server import vocab
@@ -22,11 +22,6 @@ DERIVED_FROM = vocab.PROV.wasDerivedFrom
 SELECTED = "cy => cy.edges('.selected').map(e => [e.source().data('iri'), e.target().data('iri')])"
 
 pytestmark = requires_chromium
-
-
-def graph(page: object, graph_id: str, script: str) -> object:
-    """``script`` (a function of the cytoscape instance) evaluated on the graph view ``graph_id``."""
-    return page.evaluate(f"({script})(GlassGraph.instances[{graph_id!r}])")
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES)
@@ -65,19 +60,6 @@ def test_ask_draws_the_selected_edges_and_links_the_answer_to_them(page: object,
         screenshot(page, "ask-graph")
 
 
-LAYOUT = """cy => {
-  const box = cy.container().getBoundingClientRect();
-  const nodes = cy.nodes().map(n => ({id: n.id(), iri: n.data('iri'), seed: n.hasClass('seed'),
-    context: n.hasClass('context'), path: n.hasClass('on-path'), x: n.renderedPosition('x'),
-    box: n.renderedBoundingBox({includeLabels: true})}));
-  return {width: box.width, height: box.height, nodes};
-}"""
-
-
-def _overlaps(a: dict, b: dict) -> bool:
-    return a["x1"] < b["x2"] and b["x1"] < a["x2"] and a["y1"] < b["y2"] and b["y1"] < a["y2"]
-
-
 @pytest.mark.parametrize(("width", "height"), SIZES)
 def test_the_graph_reads_from_the_seeds_to_the_answer_and_its_labels_never_overlap(
         page: object, console_url: str, sample_store: GraphStore, width: int, height: int) -> None:
@@ -95,25 +77,17 @@ def test_the_graph_reads_from_the_seeds_to_the_answer_and_its_labels_never_overl
     assert all(n["x"] > seed["x"] for n in path)  # left to right, from the seed
     [context] = [n for n in drawn["nodes"] if n["context"]]
     assert len(drawn["nodes"]) == len(path) + 2  # the path, the seed and its collapsed context: nothing else
-    _assert_readable(drawn)
+    assert_readable(drawn)
     if width == SIZES[0][0]:  # both sizes, then back to the first
         page.locator("#graph-card").scroll_into_view_if_needed()
         screenshot(page, "ask-germany-graph")
     graph(page, "ask-graph", f"cy => void cy.getElementById({context['id']!r}).emit('tap')")
     opened = graph(page, "ask-graph", LAYOUT)
     assert len(opened["nodes"]) > len(drawn["nodes"]) and not [n for n in opened["nodes"] if n["context"]]
-    _assert_readable(opened)
+    assert_readable(opened)
     page.click("#ask-graph-all")  # the button draws every retrieved edge: those between the neighbours too
     pairs, _ = _retrieved_pairs(sample_store, trace)
     assert graph(page, "ask-graph", "cy => cy.edges().length") == pairs
-
-
-def _assert_readable(drawn: dict) -> None:
-    """No two nodes' boxes (labels included) overlap, and every one is inside the graph's box."""
-    boxes = [n["box"] for n in drawn["nodes"]]
-    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if _overlaps(a, b)]
-    assert all(-1 <= b["x1"] and b["x2"] <= drawn["width"] + 1 and -1 <= b["y1"] and b["y2"] <= drawn["height"] + 1
-               for b in boxes)
 
 
 def _retrieved_pairs(store: GraphStore, trace: dict) -> tuple[int, int]:
@@ -234,6 +208,10 @@ def test_resource_neighbourhood_draws_its_edges_and_expands_a_node(page: object,
     around_paris = _neighbourhood(sample_store, PARIS)
     drawn = set(graph(page, "neighbourhood", "cy => cy.edges().map(e => e.id())"))
     assert drawn <= around_paris and len(drawn) == min(len(around_paris), step)
+    before = graph(page, "neighbourhood", LAYOUT)
+    [paris] = [n for n in before["nodes"] if n["seed"]]
+    assert paris["iri"] == PARIS and all(n["x"] > paris["x"] for n in before["nodes"] if n is not paris)
+    assert_readable(before)
     other = graph(page, "neighbourhood", f"cy => cy.nodes().filter(n => n.data('iri') !== {PARIS!r})"
                                          ".sort((a, b) => b.degree() - a.degree())[0].data('iri')")
     graph(page, "neighbourhood", f"cy => void cy.getElementById('n:' + {other!r}).emit('tap')")
@@ -243,4 +221,42 @@ def test_resource_neighbourhood_draws_its_edges_and_expands_a_node(page: object,
     assert drawn < expanded and expanded - drawn <= around_other  # what was added is the node's
     assert len(expanded & around_other) >= min(len(around_other), step)  # a full step of it (some drawn before)
     assert page.locator("#neighbourhood-panel a").get_attribute("href") == f"/resource?iri={quote(other, safe='')}"
+    after = graph(page, "neighbourhood", LAYOUT)
+    x = {n["iri"]: n["x"] for n in after["nodes"]}
+    new_nodes = set(x) - {n["iri"] for n in before["nodes"]}
+    assert new_nodes and all(x[iri] > x[other] for iri in new_nodes)  # in the column after the node opened
+    assert_readable(after)
     screenshot(page, "resource-neighbourhood")
+
+
+MANY_SEEDS = """() => {
+  const iri = (name) => ({t: "i", i: `https://example.org/${name}`});
+  const seeds = Array.from({length: 60}, (_, i) => `seed${i}`);
+  const answer = {s: iri("seed0"), p: iri("capital"), o: iri("answer")};
+  const view = {seeds: seeds.map((s) => iri(s).i), name: (term) => term.i.split("/").pop(),
+    retrieved: [answer, ...seeds.map((s) => ({s: iri(s), p: iri("near"), o: iri(`${s}-other`)}))],
+    selected: [{edge: answer, number: 1, reasoning: "names the capital", sources: []}]};
+  const box = document.createElement("div");
+  box.id = "many-seeds";
+  box.style.cssText = "width: 600px; height: 400px";
+  document.body.append(box);
+  GlassGraph.draw(box, view, null);
+}"""
+
+
+def test_a_question_with_many_seeds_draws_its_path_and_counts_the_other_seeds(page: object, console_url: str) -> None:
+    """Sixty seeds, one selected edge: the first drawing keeps to FIRST_NODES nodes (the answer's path, the
+    seeds it can hold with their "+N retrieved", one "+K seeds" node for the rest); a click on that node draws
+    every retrieved edge."""
+    page.goto(f"{console_url}/console/ask")
+    page.evaluate(MANY_SEEDS)
+    drawn = graph(page, "many-seeds", LAYOUT)
+    assert len(drawn["nodes"]) <= 40  # FIRST_NODES in graph.js, as docs/decisions.md states
+    labels = graph(page, "many-seeds", "cy => cy.nodes().map(n => n.data('label'))")
+    assert {"seed0", "answer"} <= set(labels)
+    shown_seeds = len([n for n in drawn["nodes"] if n["seed"]])
+    assert f"+{60 - shown_seeds} seeds" in labels and shown_seeds < 60
+    assert_readable(drawn)
+    graph(page, "many-seeds", "cy => void cy.nodes().filter(n => n.data('label').endsWith(' seeds')).emit('tap')")
+    assert graph(page, "many-seeds", "cy => cy.edges().length") == 61
+    assert not graph(page, "many-seeds", "cy => cy.nodes('.context').length")

@@ -27,7 +27,8 @@ const GlassGraph = (() => {
       "curve-style": "bezier", opacity: 0.5, "font-size": 9, color: "#475569" } },
     { selector: "edge.both", style: { "source-arrow-shape": "triangle", "source-arrow-color": "#cbd5e1" } },
     { selector: "edge.labelled", style: { label: "data(label)", opacity: 0.9, "text-rotation": "autorotate",
-      "text-background-color": "#ffffff", "text-background-opacity": 0.8 } },
+      "text-background-color": "#ffffff", "text-background-opacity": 0.8,
+      "min-zoomed-font-size": 8 } },  // hidden while too small to read: a fan of labels is noise until zoomed
     { selector: "edge.selected", style: {
       width: 4, "line-color": "#c2410c", "target-arrow-color": "#c2410c", "source-arrow-color": "#c2410c",
       opacity: 1, label: "data(label)", "font-size": 11, color: "#7c2d12", "font-weight": "bold",
@@ -39,6 +40,8 @@ const GlassGraph = (() => {
   ];
   const COLUMN = 220;  // between columns (model units): a label is at most 120 wide and sits under its node
   const ROW = 48;  // between the nodes of a column: a node and its one line of label
+  const MAX_ROWS = 12;  // a longer column is wrapped into sub-columns (staggered by half a row)
+  const FIRST_NODES = 40;  // at most this many nodes drawn at first, but for the answer's path (initial)
 
   /** Cytoscape elements of a view (GlassExplain.view): a node per term, an edge per retrieved or selected
       edge, merged with its reverse when the predicate is the same. */
@@ -129,22 +132,32 @@ const GlassGraph = (() => {
   }
 
   /** The elements drawn at first: the seeds, the selected edges and their nodes, and per seed one "+N retrieved"
-      node for the retrieved edges at that seed that are not selected. With no seed and no selection, all. */
+      node for the retrieved edges at that seed that are not selected. Seeds off the answer's path are drawn
+      while the drawing has fewer than FIRST_NODES nodes; the rest are counted in one "+K seeds" node (a click
+      draws everything). With no seed and no selection, all. */
   function initial(all) {
     const selected = all.edges.filter((e) => e.classes.includes("selected"));
     const shown = new Set(selected.flatMap((e) => [e.data.source, e.data.target]));
     const seeds = all.nodes.filter((n) => n.classes.includes("seed"));
-    seeds.forEach((n) => shown.add(n.data.id));
-    if (!shown.size) return [...all.nodes, ...all.edges];
+    if (!shown.size && !seeds.length) return [...all.nodes, ...all.edges];
+    const onPath = seeds.filter((n) => shown.has(n.data.id));
+    const offPath = seeds.filter((n) => !shown.has(n.data.id));
     const contexts = [];
-    for (const seed of seeds) {
+    const drawn = [];
+    for (const seed of [...onPath, ...offPath]) {
       const id = seed.data.id;
       const hidden = all.edges.filter((e) => !e.classes.includes("selected")
         && (e.data.source === id || e.data.target === id));
+      const cost = (shown.has(id) ? 0 : 1) + (hidden.length ? 1 : 0);
+      if (!shown.has(id) && shown.size + contexts.length / 2 + cost >= FIRST_NODES) continue;  // one place kept for "+K seeds"
+      shown.add(id);
+      drawn.push(seed);
       if (!hidden.length) continue;
       contexts.push({ data: { id: `c${id}`, label: `+${hidden.length} retrieved`, seed: id }, classes: "context" },
                     { data: { id: `l${id}`, source: id, target: `c${id}`, label: "", choices: [] }, classes: "context-link" });
     }
+    const left = seeds.length - drawn.length;
+    if (left) contexts.push({ data: { id: "more-seeds", label: `+${left} seeds` }, classes: "context" });
     return [...all.nodes.filter((n) => shown.has(n.data.id)), ...selected, ...contexts];
   }
 
@@ -177,16 +190,21 @@ const GlassGraph = (() => {
     for (const node of cy.nodes().toArray()) (columns[column.get(node.id())] ||= []).push(node);
     const place = new Map();
     const positions = {};
+    let x = 0;
     columns.forEach((nodes, index) => {
       const mean = (node) => {
         const before = node.neighborhood("node").filter((o) => column.get(o.id()) === index - 1).toArray();
         return before.length ? before.reduce((sum, o) => sum + place.get(o.id()), 0) / before.length : 1e9;
       };
       if (index > 0) nodes.sort((a, b) => mean(a) - mean(b));
+      const wraps = Math.ceil(nodes.length / MAX_ROWS);
+      const rows = Math.ceil(nodes.length / wraps);
       nodes.forEach((node, i) => {
+        const sub = Math.floor(i / rows);
         place.set(node.id(), i);
-        positions[node.id()] = { x: index * COLUMN, y: (i - (nodes.length - 1) / 2) * ROW };
+        positions[node.id()] = { x: x + sub * COLUMN, y: (i % rows - (rows - 1) / 2 + (sub % 2) / 2) * ROW };
       });
+      x += wraps * COLUMN;
     });
     cy.layout({ name: "preset", positions: (node) => positions[node.id()], fit: false, animate: false }).run();
     cy.fit(cy.elements(), 24);
@@ -220,7 +238,7 @@ const GlassGraph = (() => {
     });
     cy.on("tap", "node", (event) => {
       if (event.target.hasClass("context")) {
-        expand(cy, all, event.target.data("seed"));
+        expand(cy, all, event.target.data("seed"));  // "+K seeds" has none: everything
         return;
       }
       const iri = event.target.data("iri");
@@ -250,5 +268,5 @@ const GlassGraph = (() => {
     if (panel) showEdge(panel, edge);
   }
 
-  return { instances, draw, expandAll, focus, STYLE };
+  return { instances, draw, expandAll, focus, layered, STYLE };
 })();

@@ -1,6 +1,7 @@
-/* The resource page's neighbourhood (cytoscape.js with GlassGraph's style): the resource and the IRIs it links
-   to and from, read from /console/neighbourhood as explain-shaped triples (GlassExplain reads their names and
-   kinds). Clicking a node adds its neighbourhood (once) and shows a link to its page. The instance is
+/* The resource page's neighbourhood (cytoscape.js with GlassGraph's style and layered layout: the resource in
+   the first column, what it links to and from in the next, long columns wrapped): read from
+   /console/neighbourhood as explain-shaped triples (GlassExplain reads their names and kinds). Clicking a node
+   adds its neighbourhood (once), in the column after it, and shows a link to its page. The instance is
    GlassGraph.instances.neighbourhood. */
 "use strict";
 
@@ -13,7 +14,7 @@
   const index = new GlassExplain.Index();
   const cy = cytoscape({ container, style: GlassGraph.STYLE, elements: [] });
   GlassGraph.instances.neighbourhood = cy;
-  cy.on("resize", () => cy.fit(undefined, 20));
+  cy.on("resize", () => cy.fit(undefined, 24));
 
   function nodeFor(iri) {
     const id = `n:${iri}`;
@@ -37,6 +38,7 @@
     const added = cy.collection();
     cy.batch(() => {
       const centre = nodeFor(iri).addClass("expanded");
+      if (iri === container.dataset.iri) centre.addClass("seed");
       added.merge(centre);
       for (const triple of triples) {
         if (triple.p.i === TYPE && SOURCE.has(triple.o.i)) continue;
@@ -52,7 +54,7 @@
       }
       if (!complete) centre.addClass("partial");
     });
-    cy.layout({ name: "cose", animate: false, randomize: false, fit: true, padding: 20 }).run();
+    GlassGraph.layered(cy);
     container.dataset.expanded = String(cy.nodes(".expanded").length);
   }
 
@@ -66,5 +68,5 @@
     if (!node.hasClass("expanded")) expand(iri);
   });
 
-  expand(container.dataset.iri).then(() => nodeFor(container.dataset.iri).addClass("seed"));
+  expand(container.dataset.iri);
 })();

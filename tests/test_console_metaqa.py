@@ -1,0 +1,83 @@
+"""The explanation graph of a 3-hop question over a graph loaded as a user loads one, in Debian's Chromium: a
+MetaQA extract (``tests/metaqa``) with its own IRIs and ``rdfs:label``s in the collection ``metaqa``; the
+question "who acted in the films directed by the director of Bookies" asked on the Ask page with a path length
+of 3. The selected path must read left to right, one column per hop: the film, its director, the director's
+other film, its actors."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from console_browser import LAYOUT, SIZES, assert_readable, graph, requires_chromium, screenshot
+from live_server import LiveServer
+
+from bench.metaqa_load import user_entity, write_ntriples
+from bench.metaqa_load import user_relation as relation_iri
+from server.config import Config
+from server.explain.trace import read_trace
+from server.http.app import create_app
+from server.ingest.load import load_file
+from server.store import GraphStore
+
+pytestmark = requires_chromium
+
+EXTRACT = Path(__file__).with_name("metaqa") / "bookies_kb.txt"
+QUESTION = "who acted in the films directed by the director of Bookies"
+HOPS = {"Bookies": 0, "Mark Illsley": 1, "Happy, Texas": 2,
+        "William H. Macy": 3, "Steve Zahn": 3, "Ally Walker": 3, "Jeremy Northam": 3}  # gold: the last four
+FIRST_NODES = 40  # the most nodes a graph view draws at first, but for the answer's path (docs/decisions.md, 23)
+
+
+@pytest.fixture(scope="module")
+def metaqa_store(tmp_path_factory: pytest.TempPathFactory) -> GraphStore:
+    folder = tmp_path_factory.mktemp("metaqa")
+    data = folder / "bookies.nt.gz"
+    write_ntriples(EXTRACT, data, user_entity, relation_iri)
+    store = GraphStore(folder / "store")
+    load_file(store, data, "metaqa", progress=False)
+    return store
+
+
+@pytest.fixture(scope="module")
+def console_url(metaqa_store: GraphStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The app over the MetaQA extract (this module's ``page`` fixture uses it)."""
+    config = Config.from_env(environ={}, store_path=str(tmp_path_factory.mktemp("unused")), llm="offline")
+    live = LiveServer(create_app(config, store=metaqa_store))
+    yield live.url
+    live.close()
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES)
+def test_a_three_hop_answer_reads_left_to_right_one_column_per_hop(page: object, console_url: str,
+                                                                   metaqa_store: GraphStore, width: int,
+                                                                   height: int) -> None:
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{console_url}/console/ask")
+    page.click("details.options summary")
+    page.select_option("#collection", "metaqa")
+    page.fill("#max_path_length", "3")
+    page.fill("#question", QUESTION)
+    page.click("#ask-button")
+    page.locator("#live[data-done]").wait_for()
+    trace = read_trace(metaqa_store, page.get_attribute("#live", "data-session"))
+    names = {user_entity(name).value: name for name in HOPS}
+    assert {names.get(e["o"]) for e in trace["edges"]} >= {"William H. Macy", "Steve Zahn", "Ally Walker",
+                                                           "Jeremy Northam"}
+    drawn = graph(page, "ask-graph", LAYOUT)
+    assert len(drawn["nodes"]) <= FIRST_NODES
+    x = {names[n["iri"]]: n["x"] for n in drawn["nodes"] if n["iri"] in names}
+    assert set(x) == set(HOPS)  # the whole path is drawn
+    columns = sorted({round(x[name]) for name in HOPS})
+    assert len(columns) == 4 and all(columns.index(round(x[name])) == hop for name, hop in HOPS.items())
+    [seed] = [n for n in drawn["nodes"] if n["seed"]]
+    assert names[seed["iri"]] == "Bookies"
+    [context] = [n for n in drawn["nodes"] if n["context"]]  # what was retrieved around Bookies, collapsed
+    assert_readable(drawn)
+    if width == SIZES[0][0]:
+        page.locator("#graph-card").scroll_into_view_if_needed()
+        screenshot(page, "ask-metaqa-3hop-graph")
+    graph(page, "ask-graph", f"cy => void cy.getElementById({context['id']!r}).emit('tap')")
+    opened = graph(page, "ask-graph", LAYOUT)
+    assert len(opened["nodes"]) > len(drawn["nodes"]) and not [n for n in opened["nodes"] if n["context"]]
+    assert_readable(opened)
