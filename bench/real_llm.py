@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bench.bench_retrieval import _table
 from bench.ingest import TimedLLM
+from server.cli.ingest import quiet_libraries
 from server.config import PROJECT_ROOT, SAMPLE_DATA, Config
 from server.explain.trace import read_trace
 from server.ingest.documents import Ingester, IngestOptions
@@ -147,6 +148,7 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=4096)
     parser.add_argument("--questions", type=int, default=10)
     args = parser.parse_args()
+    quiet_libraries()
     with tempfile.TemporaryDirectory() as folder:
         server, base = start_server(args.context, Path(folder) / "model.log")
         try:
