@@ -38,20 +38,27 @@ def _json_term(term: object) -> dict:
     return out
 
 
+_XML_WHITESPACE = {"\t": "&#9;", "\n": "&#10;", "\r": "&#13;"}  # as characters, a reader may trim them
+
+
+def _xml_text(value: str) -> str:
+    return escape(value, _XML_WHITESPACE)
+
+
 def _xml_term(term: object) -> str:
     if isinstance(term, NamedNode):
-        return f"<uri>{escape(term.value)}</uri>"
+        return f"<uri>{_xml_text(term.value)}</uri>"
     if isinstance(term, BlankNode):
-        return f"<bnode>{escape(term.value)}</bnode>"
+        return f"<bnode>{_xml_text(term.value)}</bnode>"
     if isinstance(term, Triple):
         return (f"<triple><subject>{_xml_term(term.subject)}</subject><predicate>{_xml_term(term.predicate)}"
                 f"</predicate><object>{_xml_term(term.object)}</object></triple>")
     assert isinstance(term, Literal)
     if term.language:
-        return f"<literal xml:lang={quoteattr(term.language)}>{escape(term.value)}</literal>"
+        return f"<literal xml:lang={quoteattr(term.language)}>{_xml_text(term.value)}</literal>"
     if term.datatype.value != _XSD_STRING:
-        return f"<literal datatype={quoteattr(term.datatype.value)}>{escape(term.value)}</literal>"
-    return f"<literal>{escape(term.value)}</literal>"
+        return f"<literal datatype={quoteattr(term.datatype.value)}>{_xml_text(term.value)}</literal>"
+    return f"<literal>{_xml_text(term.value)}</literal>"
 
 
 def _tsv_term(term: object) -> str:

@@ -1,0 +1,99 @@
+"""SELECT answers written by pyoxigraph within the byte and row limits (server/http/solution_bytes.py): the rows
+counted from the bytes as the solutions are, whatever the literals hold; the limits exact at their edge; the
+same solutions as the Python writer that the in-process path keeps."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from pyoxigraph import BlankNode, Literal, NamedNode, Quad, QueryResultsFormat, Store, Triple, parse_query_results
+
+from server.errors import LimitExceeded
+from server.http.results import write_solutions
+from server.http.solution_bytes import FORMATS, MIN_ROW_BYTES, count_rows, serialized_solutions
+
+EX = "http://example.org/"
+# Literals that look like the structure each count reads: JSON row boundaries and keys, XML elements, line
+# and record ends, quotes and tabs, and nothing at all.
+TRICKY = ['},{', '"":[', '}},{"x":{', '<result>', '</result><result>', 'a\nb', 'a\r\nb', '"', '\\', '\t',
+          'x,y', '', 'é 漢字 😀', ']}}', '{}']
+
+
+def _term(rng: random.Random) -> object:
+    kind = rng.randrange(6)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return NamedNode(f"{EX}n{rng.randrange(5)}")
+    if kind == 2:
+        return BlankNode(f"b{rng.randrange(5)}")
+    if kind == 3:
+        return Literal(rng.choice(TRICKY), language="en") if rng.random() < 0.3 else Literal(rng.choice(TRICKY))
+    if kind == 4:
+        return Literal(str(rng.randrange(100)), datatype=NamedNode("http://www.w3.org/2001/XMLSchema#integer"))
+    return Triple(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal(rng.choice(TRICKY)))
+
+
+def _rows(rng: random.Random, width: int, count: int) -> list[tuple[object, ...]]:
+    return [tuple(_term(rng) for _ in range(width)) for _ in range(count)]
+
+
+def _solutions(store: Store, width: int, rows: list[tuple[object, ...]]) -> object:
+    """A query whose solutions are ``rows``: each row stored as a subject with a column per bound value, read
+    back in order with an OPTIONAL per column (unbound where the row has None)."""
+    store.clear()
+    variables = [f"v{i}" for i in range(width)]
+    for number, row in enumerate(rows):
+        subject = NamedNode(f"{EX}row{number:06d}")
+        for column, term in enumerate(row):
+            if term is not None:
+                store.add(Quad(subject, NamedNode(f"{EX}c{column}"), term))
+        store.add(Quad(subject, NamedNode(EX + "row"), Literal(number)))
+    optional = " ".join(f"OPTIONAL {{ ?r <{EX}c{i}> ?v{i} }}" for i in range(width))
+    return store.query(f"SELECT {' '.join('?' + v for v in variables) or '*'} WHERE {{ ?r <{EX}row> ?n {optional} }}"
+                       " ORDER BY ?n")
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("seed", range(6))
+def test_rows_are_counted_from_the_bytes_whatever_the_literals_hold(fmt: str, seed: int) -> None:
+    rng = random.Random(seed)
+    store = Store()
+    width, count = rng.randrange(0, 4), rng.randrange(0, 40)
+    rows = _rows(rng, width, count)
+    body = _solutions(store, width, rows).serialize(format=FORMATS[fmt])
+    assert count_rows(fmt, body) == count
+    assert len(body) >= MIN_ROW_BYTES[fmt] * count  # the bound that lets short answers skip the count
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_the_row_limit_is_exact_at_its_edge_even_for_the_shortest_rows(fmt: str) -> None:
+    """Rows with nothing bound are the shortest a format writes: the count must run for them at the limit."""
+    store = Store()
+    query = "SELECT ?x WHERE { VALUES ?n { 1 2 3 4 5 6 7 8 9 10 } }"
+    assert len(serialized_solutions(store.query(query), fmt, 10_000, 10)) > 0
+    with pytest.raises(LimitExceeded, match="GLASSGRAPH_MAX_ROWS"):
+        serialized_solutions(store.query(query), fmt, 10_000, 9)
+
+
+def test_an_answer_over_its_byte_limit_stops_while_it_is_written() -> None:
+    store = Store()
+    store.extend([Quad(NamedNode(f"{EX}s{i}"), NamedNode(EX + "p"), Literal("x" * 100)) for i in range(2_000)])
+    whole = store.query("SELECT * WHERE { ?s ?p ?o }").serialize(format=QueryResultsFormat.JSON)
+    assert len(serialized_solutions(store.query("SELECT * WHERE { ?s ?p ?o }"), "json", len(whole), 10**6)) == \
+        len(whole)
+    with pytest.raises(LimitExceeded, match="GLASSGRAPH_MAX_RESULT_BYTES"):
+        serialized_solutions(store.query("SELECT * WHERE { ?s ?p ?o }"), "json", len(whole) - 1, 10**6)
+
+
+@pytest.mark.parametrize("fmt", ["json", "xml", "tsv"])
+def test_the_same_solutions_as_the_python_writer(fmt: str) -> None:
+    rng = random.Random(7)
+    store = Store()
+    rows = _rows(rng, 3, 30)
+    variables = ["v0", "v1", "v2"]
+    ours = serialized_solutions(_solutions(store, 3, rows), fmt, 10**6, 10**6)
+    theirs = b"".join(write_solutions(fmt, variables, [tuple(s) for s in _solutions(store, 3, rows)]))
+    parse = {"json": QueryResultsFormat.JSON, "xml": QueryResultsFormat.XML, "tsv": QueryResultsFormat.TSV}[fmt]
+    assert [tuple(s) for s in parse_query_results(ours, format=parse)] == \
+        [tuple(s) for s in parse_query_results(theirs, format=parse)]
