@@ -34,6 +34,10 @@ WAIT_MS = 30_000  # upper bound for a page event; the tests wait for content, ne
 CSP_REFUSAL = "Content Security Policy"  # in Chromium's console error for anything the policy blocked
 ABORTED = "net::ERR_ABORTED"
 IDLE = 'html[data-requests="0"]'  # static/idle.js: no fetch of the page in flight
+# Every graph view has seen its box's new size (cytoscape notices a resize a moment later, and its "resize"
+# handler then fits the drawing to the box).
+GRAPHS_RESIZED = """() => typeof GlassGraph === "undefined" || Object.values(GlassGraph.instances).every(cy =>
+  cy.destroyed() || (cy.width() === cy.container().clientWidth && cy.height() === cy.container().clientHeight))"""
 
 requires_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed "
                                                                           f"at {CHROMIUM} (apt-get install chromium)")
@@ -159,6 +163,7 @@ def screenshot(page: object, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for width, height in SIZES:
         page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_function(GRAPHS_RESIZED)
         page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}x{height}.png"))
         page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}x{height}-full.png"), full_page=True)
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
