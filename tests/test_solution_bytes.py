@@ -1,16 +1,18 @@
 """SELECT answers written by pyoxigraph within the byte and row limits (server/http/solution_bytes.py): the rows
-counted from the bytes as the solutions are, whatever the literals hold; the limits exact at their edge; the
-same solutions as the Python writer that the in-process path keeps."""
+counted from the bytes as the solutions are, whatever the literals hold; the limits exact at their edge, the row
+limit named when both are passed; the same solutions as the Python writer that the in-process path keeps (and
+that writes XML, whose whitespace it keeps)."""
 from __future__ import annotations
 
 import random
+import xml.etree.ElementTree as ElementTree
 
 import pytest
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad, QueryResultsFormat, Store, Triple, parse_query_results
 
 from server.errors import LimitExceeded
 from server.http.results import write_solutions
-from server.http.solution_bytes import FORMATS, MIN_ROW_BYTES, count_rows, serialized_solutions
+from server.http.solution_bytes import FORMATS, MIN_JSON_ROW_BYTES, json_rows, serialized_solutions
 
 EX = "http://example.org/"
 # Literals that look like the structure each count reads: JSON row boundaries and keys, XML elements, line
@@ -61,9 +63,14 @@ def test_rows_are_counted_from_the_bytes_whatever_the_literals_hold(fmt: str, se
     store = Store()
     width, count = rng.randrange(0, 4), rng.randrange(0, 40)
     rows = _rows(rng, width, count)
-    body = _solutions(store, width, rows).serialize(format=FORMATS[fmt])
-    assert count_rows(fmt, body) == count
-    assert len(body) >= MIN_ROW_BYTES[fmt] * count  # the bound that lets short answers skip the count
+    body = serialized_solutions(_solutions(store, width, rows), fmt, 10**6, count)  # exactly at the limit: kept
+    assert body == _solutions(store, width, rows).serialize(format=FORMATS[fmt])
+    if count:
+        with pytest.raises(LimitExceeded, match="GLASSGRAPH_MAX_ROWS"):
+            serialized_solutions(_solutions(store, width, rows), fmt, 10**6, count - 1)
+    if fmt == "json":
+        assert json_rows(body) == count
+        assert len(body) >= MIN_JSON_ROW_BYTES * count  # the bound that lets short answers skip the count
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
@@ -76,6 +83,15 @@ def test_the_row_limit_is_exact_at_its_edge_even_for_the_shortest_rows(fmt: str)
         serialized_solutions(store.query(query), fmt, 10_000, 9)
 
 
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_an_answer_over_both_limits_names_the_row_limit(fmt: str) -> None:
+    """10^6 rows of nothing against a limit of 10 rows and 200 bytes: the rows are what is wrong with it."""
+    digits = "VALUES ?%s { 0 1 2 3 4 5 6 7 8 9 }"
+    query = "SELECT ?x WHERE { " + " ".join(digits % name for name in "abcdef") + " }"
+    with pytest.raises(LimitExceeded, match="GLASSGRAPH_MAX_ROWS"):
+        serialized_solutions(Store().query(query), fmt, 200, 10)
+
+
 def test_an_answer_over_its_byte_limit_stops_while_it_is_written() -> None:
     store = Store()
     store.extend([Quad(NamedNode(f"{EX}s{i}"), NamedNode(EX + "p"), Literal("x" * 100)) for i in range(2_000)])
@@ -86,7 +102,7 @@ def test_an_answer_over_its_byte_limit_stops_while_it_is_written() -> None:
         serialized_solutions(store.query("SELECT * WHERE { ?s ?p ?o }"), "json", len(whole) - 1, 10**6)
 
 
-@pytest.mark.parametrize("fmt", ["json", "xml", "tsv"])
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_the_same_solutions_as_the_python_writer(fmt: str) -> None:
     rng = random.Random(7)
     store = Store()
@@ -94,6 +110,14 @@ def test_the_same_solutions_as_the_python_writer(fmt: str) -> None:
     variables = ["v0", "v1", "v2"]
     ours = serialized_solutions(_solutions(store, 3, rows), fmt, 10**6, 10**6)
     theirs = b"".join(write_solutions(fmt, variables, [tuple(s) for s in _solutions(store, 3, rows)]))
-    parse = {"json": QueryResultsFormat.JSON, "xml": QueryResultsFormat.XML, "tsv": QueryResultsFormat.TSV}[fmt]
-    assert [tuple(s) for s in parse_query_results(ours, format=parse)] == \
-        [tuple(s) for s in parse_query_results(theirs, format=parse)]
+    assert [tuple(s) for s in parse_query_results(ours, format=FORMATS[fmt])] == \
+        [tuple(s) for s in parse_query_results(theirs, format=FORMATS[fmt])]
+
+
+def test_the_python_xml_writer_keeps_whitespace_for_any_xml_reader() -> None:
+    """A tab, newline or carriage return in a literal, read back by a plain XML parser (which normalizes raw line
+    ends and may drop whitespace-only text), is what was stored."""
+    values = ["\t", "a\r\nb\rc", " \n ", "x\ty"]
+    body = b"".join(write_solutions("xml", ["v"], [(Literal(v),) for v in values]))
+    literals = ElementTree.fromstring(body).iter("{http://www.w3.org/2005/sparql-results#}literal")
+    assert [element.text for element in literals] == values
