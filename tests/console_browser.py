@@ -30,6 +30,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SCREENSHOTS = PROJECT_ROOT / "test-output" / "screenshots"
 SIZES = ((1280, 800), (390, 844))
 QUESTION = "What is the capital of France?"
+FIRST_NODES = 40  # the most nodes a graph view draws at first, but for the answer's path (docs/decisions.md, 23)
 WAIT_MS = 30_000  # upper bound for a page event; the tests wait for content, never measure time
 CSP_REFUSAL = "Content Security Policy"  # in Chromium's console error for anything the policy blocked
 ABORTED = "net::ERR_ABORTED"

@@ -7,7 +7,16 @@ import re
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
-from console_browser import LAYOUT, QUESTION, SIZES, assert_readable, graph, requires_chromium, screenshot
+from console_browser import (
+    FIRST_NODES,
+    LAYOUT,
+    QUESTION,
+    SIZES,
+    assert_readable,
+    graph,
+    requires_chromium,
+    screenshot,
+)
 from pyoxigraph import NamedNode
 
 from server import vocab
@@ -232,7 +241,7 @@ def test_resource_neighbourhood_draws_its_edges_and_expands_a_node(page: object,
 MANY_SEEDS = """() => {
   const iri = (name) => ({t: "i", i: `https://example.org/${name}`});
   const seeds = Array.from({length: 60}, (_, i) => `seed${i}`);
-  const answer = {s: iri("seed0"), p: iri("capital"), o: iri("answer")};
+  const answer = {s: iri("seed37"), p: iri("capital"), o: iri("answer")};
   const view = {seeds: seeds.map((s) => iri(s).i), name: (term) => term.i.split("/").pop(),
     retrieved: [answer, ...seeds.map((s) => ({s: iri(s), p: iri("near"), o: iri(`${s}-other`)}))],
     selected: [{edge: answer, number: 1, reasoning: "names the capital", sources: []}]};
@@ -245,17 +254,19 @@ MANY_SEEDS = """() => {
 
 
 def test_a_question_with_many_seeds_draws_its_path_and_counts_the_other_seeds(page: object, console_url: str) -> None:
-    """Sixty seeds, one selected edge: the first drawing keeps to FIRST_NODES nodes (the answer's path, the
-    seeds it can hold with their "+N retrieved", one "+K seeds" node for the rest); a click on that node draws
-    every retrieved edge."""
+    """Sixty seeds, one selected edge at the 38th: the first drawing holds FIRST_NODES nodes, the answer's path
+    first (its seed whatever its place), then the other seeds in order with their "+N retrieved", and one "+K
+    seeds" node, beside the seeds, for the rest; a click on that node draws every retrieved edge."""
     page.goto(f"{console_url}/console/ask")
     page.evaluate(MANY_SEEDS)
     drawn = graph(page, "many-seeds", LAYOUT)
-    assert len(drawn["nodes"]) <= 40  # FIRST_NODES in graph.js, as docs/decisions.md states
     labels = graph(page, "many-seeds", "cy => cy.nodes().map(n => n.data('label'))")
-    assert {"seed0", "answer"} <= set(labels)
-    shown_seeds = len([n for n in drawn["nodes"] if n["seed"]])
-    assert f"+{60 - shown_seeds} seeds" in labels and shown_seeds < 60
+    assert len(drawn["nodes"]) == FIRST_NODES
+    seeds = [label for label in labels if label.startswith("seed") and not label.endswith("-other")]
+    assert seeds == ["seed37", *(f"seed{i}" for i in range(18))]  # the path's seed, then the first in order
+    assert "answer" in labels and "+41 seeds" in labels
+    x = dict(zip(labels, (n["x"] for n in drawn["nodes"]), strict=True))
+    assert x["+41 seeds"] < x["answer"] and x["seed0"] < x["answer"]  # among the seeds, left of the answer
     assert_readable(drawn)
     graph(page, "many-seeds", "cy => void cy.nodes().filter(n => n.data('label').endsWith(' seeds')).emit('tap')")
     assert graph(page, "many-seeds", "cy => cy.edges().length") == 61

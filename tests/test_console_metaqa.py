@@ -9,11 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from console_browser import LAYOUT, SIZES, assert_readable, graph, requires_chromium, screenshot
+from console_browser import FIRST_NODES, LAYOUT, SIZES, assert_readable, graph, requires_chromium, screenshot
 from live_server import LiveServer
 
-from bench.metaqa_load import user_entity, write_ntriples
-from bench.metaqa_load import user_relation as relation_iri
+from bench.metaqa_load import user_entity, user_relation, write_ntriples
 from server.config import Config
 from server.explain.trace import read_trace
 from server.http.app import create_app
@@ -26,14 +25,13 @@ EXTRACT = Path(__file__).with_name("metaqa") / "bookies_kb.txt"
 QUESTION = "who acted in the films directed by the director of Bookies"
 HOPS = {"Bookies": 0, "Mark Illsley": 1, "Happy, Texas": 2,
         "William H. Macy": 3, "Steve Zahn": 3, "Ally Walker": 3, "Jeremy Northam": 3}  # gold: the last four
-FIRST_NODES = 40  # the most nodes a graph view draws at first, but for the answer's path (docs/decisions.md, 23)
 
 
 @pytest.fixture(scope="module")
 def metaqa_store(tmp_path_factory: pytest.TempPathFactory) -> GraphStore:
     folder = tmp_path_factory.mktemp("metaqa")
     data = folder / "bookies.nt.gz"
-    write_ntriples(EXTRACT, data, user_entity, relation_iri)
+    write_ntriples(EXTRACT, data, user_entity, user_relation)
     store = GraphStore(folder / "store")
     load_file(store, data, "metaqa", progress=False)
     return store
@@ -65,7 +63,7 @@ def test_a_three_hop_answer_reads_left_to_right_one_column_per_hop(page: object,
     assert {names.get(e["o"]) for e in trace["edges"]} >= {"William H. Macy", "Steve Zahn", "Ally Walker",
                                                            "Jeremy Northam"}
     drawn = graph(page, "ask-graph", LAYOUT)
-    assert len(drawn["nodes"]) <= FIRST_NODES
+    assert len(drawn["nodes"]) == len(HOPS) + 1 <= FIRST_NODES  # the path and Bookies' "+N retrieved"
     x = {names[n["iri"]]: n["x"] for n in drawn["nodes"] if n["iri"] in names}
     assert set(x) == set(HOPS)  # the whole path is drawn
     columns = sorted({round(x[name]) for name in HOPS})

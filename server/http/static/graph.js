@@ -40,7 +40,8 @@ const GlassGraph = (() => {
   ];
   const COLUMN = 220;  // between columns (model units): a label is at most 120 wide and sits under its node
   const ROW = 48;  // between the nodes of a column: a node and its one line of label
-  const MAX_ROWS = 12;  // a longer column is wrapped into sub-columns (staggered by half a row)
+  const WRAP_AFTER = 12;  // a longer column is wrapped into sub-columns (staggered by half a row), as many as
+                         // keep the drawing's shape near its box's (a phone's box is about square)
   const FIRST_NODES = 40;  // at most this many nodes drawn at first, but for the answer's path (initial)
 
   /** Cytoscape elements of a view (GlassExplain.view): a node per term, an edge per retrieved or selected
@@ -140,23 +141,28 @@ const GlassGraph = (() => {
     const shown = new Set(selected.flatMap((e) => [e.data.source, e.data.target]));
     const seeds = all.nodes.filter((n) => n.classes.includes("seed"));
     if (!shown.size && !seeds.length) return [...all.nodes, ...all.edges];
+    const hiddenAt = (id) => all.edges.filter((e) => !e.classes.includes("selected")
+      && (e.data.source === id || e.data.target === id));
+    const cost = (seed) => (shown.has(seed.data.id) ? 0 : 1) + (hiddenAt(seed.data.id).length ? 1 : 0);
     const onPath = seeds.filter((n) => shown.has(n.data.id));
     const offPath = seeds.filter((n) => !shown.has(n.data.id));
+    const whole = shown.size + seeds.reduce((sum, seed) => sum + cost(seed), 0);
+    const budget = whole <= FIRST_NODES ? FIRST_NODES : FIRST_NODES - 1;  // a place for "+K seeds" if needed
     const contexts = [];
-    const drawn = [];
-    for (const seed of [...onPath, ...offPath]) {
+    let drawn = 0;
+    let count = shown.size;
+    for (const seed of [...onPath, ...offPath]) {  // the path's seeds always, then the others in their order
       const id = seed.data.id;
-      const hidden = all.edges.filter((e) => !e.classes.includes("selected")
-        && (e.data.source === id || e.data.target === id));
-      const cost = (shown.has(id) ? 0 : 1) + (hidden.length ? 1 : 0);
-      if (!shown.has(id) && shown.size + contexts.length / 2 + cost >= FIRST_NODES) continue;  // one place kept for "+K seeds"
+      if (!shown.has(id) && count + cost(seed) > budget) break;
+      count += cost(seed);
       shown.add(id);
-      drawn.push(seed);
+      drawn += 1;
+      const hidden = hiddenAt(id);
       if (!hidden.length) continue;
       contexts.push({ data: { id: `c${id}`, label: `+${hidden.length} retrieved`, seed: id }, classes: "context" },
                     { data: { id: `l${id}`, source: id, target: `c${id}`, label: "", choices: [] }, classes: "context-link" });
     }
-    const left = seeds.length - drawn.length;
+    const left = seeds.length - drawn;
     if (left) contexts.push({ data: { id: "more-seeds", label: `+${left} seeds` }, classes: "context" });
     return [...all.nodes.filter((n) => shown.has(n.data.id)), ...selected, ...contexts];
   }
@@ -165,7 +171,8 @@ const GlassGraph = (() => {
       their neighbours in the column before (a barycentre sweep), so that edges cross as little as they can. */
   function layered(cy) {
     const column = new Map();
-    let frontier = cy.nodes(".seed").toArray();
+    // the seeds first; a context node on its own ("+K seeds") stands with them
+    let frontier = cy.nodes(".seed").union(cy.nodes(".context").filter((n) => n.degree() === 0)).toArray();
     for (;;) {
       if (!frontier.length) {
         const rest = cy.nodes().filter((n) => !column.has(n.id()));
@@ -190,6 +197,7 @@ const GlassGraph = (() => {
     for (const node of cy.nodes().toArray()) (columns[column.get(node.id())] ||= []).push(node);
     const place = new Map();
     const positions = {};
+    const shape = (COLUMN * cy.height()) / (ROW * Math.max(cy.width(), 1));  // rows per sub-column, per node
     let x = 0;
     columns.forEach((nodes, index) => {
       const mean = (node) => {
@@ -197,16 +205,23 @@ const GlassGraph = (() => {
         return before.length ? before.reduce((sum, o) => sum + place.get(o.id()), 0) / before.length : 1e9;
       };
       if (index > 0) nodes.sort((a, b) => mean(a) - mean(b));
-      const wraps = Math.ceil(nodes.length / MAX_ROWS);
+      const perColumn = Math.max(WRAP_AFTER, Math.ceil(Math.sqrt(nodes.length * shape)));
+      const wraps = Math.ceil(nodes.length / perColumn);
       const rows = Math.ceil(nodes.length / wraps);
       nodes.forEach((node, i) => {
         const sub = Math.floor(i / rows);
-        place.set(node.id(), i);
-        positions[node.id()] = { x: x + sub * COLUMN, y: (i % rows - (rows - 1) / 2 + (sub % 2) / 2) * ROW };
+        const row = i % rows + (sub % 2) / 2;
+        place.set(node.id(), row);  // the next column is ordered by height, whatever the sub-column
+        positions[node.id()] = { x: x + sub * COLUMN, y: (row - (rows - 1) / 2) * ROW };
       });
       x += wraps * COLUMN;
     });
     cy.layout({ name: "preset", positions: (node) => positions[node.id()], fit: false, animate: false }).run();
+    fit(cy);
+  }
+
+  /** The whole drawing in its box (and again whenever the box changes size). */
+  function fit(cy) {
     cy.fit(cy.elements(), 24);
   }
 
@@ -229,7 +244,7 @@ const GlassGraph = (() => {
     const cy = cytoscape({ container, elements: initial(all), style: STYLE, layout: { name: "preset" } });
     cy.nodes(".iri, .literal").filter((n) => n.connectedEdges(".selected").length).addClass("on-path");
     layered(cy);
-    cy.on("resize", () => cy.fit(cy.elements(), 24));
+    cy.on("resize", () => fit(cy));
     cy.on("tap", "edge", (event) => {
       if (event.target.hasClass("context-link")) return;
       cy.edges().removeClass("active");
@@ -268,5 +283,5 @@ const GlassGraph = (() => {
     if (panel) showEdge(panel, edge);
   }
 
-  return { instances, draw, expandAll, focus, layered, STYLE };
+  return { instances, draw, expandAll, focus, layered, fit, STYLE };
 })();

@@ -14,7 +14,7 @@
   const index = new GlassExplain.Index();
   const cy = cytoscape({ container, style: GlassGraph.STYLE, elements: [] });
   GlassGraph.instances.neighbourhood = cy;
-  cy.on("resize", () => cy.fit(undefined, 24));
+  cy.on("resize", () => GlassGraph.fit(cy));
 
   function nodeFor(iri) {
     const id = `n:${iri}`;
@@ -35,11 +35,9 @@
     if (!response.ok) return;
     const { triples, complete } = await response.json();
     index.add(triples);
-    const added = cy.collection();
     cy.batch(() => {
       const centre = nodeFor(iri).addClass("expanded");
       if (iri === container.dataset.iri) centre.addClass("seed");
-      added.merge(centre);
       for (const triple of triples) {
         if (triple.p.i === TYPE && SOURCE.has(triple.o.i)) continue;
         if (triple.p.i === "http://www.w3.org/2000/01/rdf-schema#label") continue;
@@ -47,10 +45,9 @@
         const target = nodeFor(triple.o.i);
         const id = `e:${triple.s.i} ${triple.p.i} ${triple.o.i}`;
         if (cy.getElementById(id).empty()) {
-          added.merge(cy.add({ group: "edges", data: { id, source: source.id(), target: target.id(),
-            label: index.name(triple.p) }, classes: "labelled" }));
+          cy.add({ group: "edges", data: { id, source: source.id(), target: target.id(), label: index.name(triple.p) },
+                   classes: "labelled" });
         }
-        added.merge(source).merge(target);
       }
       if (!complete) centre.addClass("partial");
     });
