@@ -44,13 +44,18 @@ requires_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Deb
                                                                           f"at {CHROMIUM} (apt-get install chromium)")
 
 
-@pytest.fixture(scope="module")
-def console_url(sample_store: GraphStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The real app over the sample store, served by werkzeug on a free loopback port."""
+def serve_console(store: GraphStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real app over ``store`` (offline LLM), served by werkzeug on a free loopback port, until closed."""
     config = Config.from_env(environ={}, store_path=str(tmp_path_factory.mktemp("unused")), llm="offline")
-    live = LiveServer(create_app(config, store=sample_store))
+    live = LiveServer(create_app(config, store=store))
     yield live.url
     live.close()
+
+
+@pytest.fixture(scope="module")
+def console_url(sample_store: GraphStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real app over the sample store."""
+    yield from serve_console(sample_store, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from console_browser import FIRST_NODES, LAYOUT, SIZES, assert_readable, graph, requires_chromium, screenshot
-from live_server import LiveServer
+from console_browser import (
+    FIRST_NODES,
+    LAYOUT,
+    SIZES,
+    assert_readable,
+    graph,
+    requires_chromium,
+    screenshot,
+    serve_console,
+)
 
 from bench.metaqa_load import user_entity, user_relation, write_ntriples
-from server.config import Config
 from server.explain.trace import read_trace
-from server.http.app import create_app
 from server.ingest.load import load_file
 from server.store import GraphStore
 
@@ -40,10 +46,7 @@ def metaqa_store(tmp_path_factory: pytest.TempPathFactory) -> GraphStore:
 @pytest.fixture(scope="module")
 def console_url(metaqa_store: GraphStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The app over the MetaQA extract (this module's ``page`` fixture uses it)."""
-    config = Config.from_env(environ={}, store_path=str(tmp_path_factory.mktemp("unused")), llm="offline")
-    live = LiveServer(create_app(config, store=metaqa_store))
-    yield live.url
-    live.close()
+    yield from serve_console(metaqa_store, tmp_path_factory)
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES)
