@@ -222,3 +222,12 @@ def assert_readable(drawn: dict) -> None:
     assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlaps(a, b)]
     assert all(-1 <= b["x1"] and b["x2"] <= drawn["width"] + 1 and -1 <= b["y1"] and b["y2"] <= drawn["height"] + 1
                for b in boxes)
+
+
+def assert_context_opens(page: object, graph_id: str, drawn: dict, context: dict) -> None:
+    """A click on the collapsed context node ``context`` of ``drawn`` (a LAYOUT) draws what it stood for: more
+    nodes, no context node left, and the drawing still readable."""
+    graph(page, graph_id, f"cy => void cy.getElementById({context['id']!r}).emit('tap')")
+    opened = graph(page, graph_id, LAYOUT)
+    assert len(opened["nodes"]) > len(drawn["nodes"]) and not [n for n in opened["nodes"] if n["context"]]
+    assert_readable(opened)
