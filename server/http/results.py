@@ -1,8 +1,10 @@
 """SPARQL query results (SELECT rows, ASK booleans) written as SPARQL JSON, XML, CSV and TSV.
 
-pyoxigraph can only serialize a whole ``QuerySolutions`` iterator, which leaves no room to count
-rows or check a deadline; the endpoint therefore pulls the rows itself and writes them here, in
-the same shapes as Oxigraph (RDF 1.2 triple terms included: ``{"type": "triple", ...}`` in JSON,
+pyoxigraph can only serialize a whole ``QuerySolutions`` iterator, which leaves no room to check a
+deadline between rows: where the server evaluates a query itself (an in-memory store, a remote
+engine's answer) it pulls the rows and writes them here; so does a query worker for XML and CSV,
+which pyoxigraph writes wrongly (``solution_bytes.py`` writes JSON and TSV there). Written in the
+same shapes as Oxigraph (RDF 1.2 triple terms included: ``{"type": "triple", ...}`` in JSON,
 ``<triple>`` in XML, ``<<( s p o )>>`` in TSV).
 """
 from __future__ import annotations
