@@ -141,9 +141,9 @@ const GlassGraph = (() => {
     const shown = new Set(selected.flatMap((e) => [e.data.source, e.data.target]));
     const seeds = all.nodes.filter((n) => n.classes.includes("seed"));
     if (!shown.size && !seeds.length) return [...all.nodes, ...all.edges];
-    const hiddenAt = (id) => all.edges.filter((e) => !e.classes.includes("selected")
-      && (e.data.source === id || e.data.target === id));
-    const cost = (seed) => (shown.has(seed.data.id) ? 0 : 1) + (hiddenAt(seed.data.id).length ? 1 : 0);
+    const hiddenAt = new Map(seeds.map((seed) => [seed.data.id, all.edges.filter((e) => !e.classes.includes("selected")
+      && (e.data.source === seed.data.id || e.data.target === seed.data.id))]));  // per seed, once
+    const cost = (seed) => (shown.has(seed.data.id) ? 0 : 1) + (hiddenAt.get(seed.data.id).length ? 1 : 0);
     const onPath = seeds.filter((n) => shown.has(n.data.id));
     const offPath = seeds.filter((n) => !shown.has(n.data.id));
     const whole = shown.size + seeds.reduce((sum, seed) => sum + cost(seed), 0);
@@ -157,7 +157,7 @@ const GlassGraph = (() => {
       count += cost(seed);
       shown.add(id);
       drawn += 1;
-      const hidden = hiddenAt(id);
+      const hidden = hiddenAt.get(id);
       if (!hidden.length) continue;
       contexts.push({ data: { id: `c${id}`, label: `+${hidden.length} retrieved`, seed: id }, classes: "context" },
                     { data: { id: `l${id}`, source: id, target: `c${id}`, label: "", choices: [] }, classes: "context-link" });
