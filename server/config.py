@@ -87,6 +87,13 @@ class Config:
     llm_concurrency: int | None = None  # GLASSGRAPH_LLM_CONCURRENCY: calls at once per endpoint (1 for loopback)
     llm_retries: int = 2  # GLASSGRAPH_LLM_RETRIES
     llm_context: int = 8192  # GLASSGRAPH_LLM_CONTEXT: the model's context length in tokens (prompt and reply)
+    embeddings: str = "wordllama"  # GLASSGRAPH_EMBEDDINGS: wordllama (offline, shipped) | openai (/v1/embeddings)
+    embeddings_base_url: str | None = None  # GLASSGRAPH_EMBEDDINGS_BASE_URL (default: the LLM's base URL)
+    embeddings_api_key: str | None = None  # GLASSGRAPH_EMBEDDINGS_API_KEY (default: the LLM's key)
+    embeddings_model: str = "text-embedding-3-small"  # GLASSGRAPH_EMBEDDINGS_MODEL
+    embeddings_timeout_s: float = 30.0  # GLASSGRAPH_EMBEDDINGS_TIMEOUT: one embeddings call
+    passage_index: str | None = None  # GLASSGRAPH_PASSAGE_INDEX: the passages' sqlite file (default: beside the
+    # store directory, STORE.passages.sqlite; in memory for an in-memory or remote store)
     sse_keepalive_s: float = 15.0  # GLASSGRAPH_SSE_KEEPALIVE: SSE comment after this idle time (0: none)
     check_answers: bool = True  # GLASSGRAPH_CHECK_ANSWERS: a model answer its edges do not hold gives way
     max_answers: int = 8  # GLASSGRAPH_MAX_ANSWERS: GraphRAG answers in progress at once (429 past it)
@@ -212,6 +219,12 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "llm_answer_tokens": (("GLASSGRAPH_LLM_ANSWER_TOKENS",), "int"),
     "llm_concurrency": (("GLASSGRAPH_LLM_CONCURRENCY",), "int"),
     "llm_context": (("GLASSGRAPH_LLM_CONTEXT",), "int"),
+    "embeddings": (("GLASSGRAPH_EMBEDDINGS",), "str"),
+    "embeddings_base_url": (("GLASSGRAPH_EMBEDDINGS_BASE_URL",), "str"),
+    "embeddings_api_key": (("GLASSGRAPH_EMBEDDINGS_API_KEY",), "str"),
+    "embeddings_model": (("GLASSGRAPH_EMBEDDINGS_MODEL",), "str"),
+    "embeddings_timeout_s": (("GLASSGRAPH_EMBEDDINGS_TIMEOUT",), "float"),
+    "passage_index": (("GLASSGRAPH_PASSAGE_INDEX",), "str"),
     "sse_keepalive_s": (("GLASSGRAPH_SSE_KEEPALIVE",), "float"),
     "check_answers": (("GLASSGRAPH_CHECK_ANSWERS",), "bool"),
     "max_answers": (("GLASSGRAPH_MAX_ANSWERS",), "int"),

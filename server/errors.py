@@ -31,6 +31,7 @@ class ErrorType(Enum):
     STORE_FAILED = ("store-error", 500, 1)
     REMOTE_FAILED = ("remote-error", 502, 1)
     LLM_FAILED = ("llm-error", 502, 1)
+    EMBEDDINGS_FAILED = ("embeddings-error", 502, 1)  # the embeddings server: down, or vectors of another size
     UNAVAILABLE = ("unavailable", 503, 1)
     STORE_LOCKED = ("store-locked", 503, 3)
     CANNOT_CONNECT = ("cannot-connect", 503, 3)  # a client's: no connection to the server
@@ -132,6 +133,10 @@ class RemoteFailed(GlassgraphError):
 
 class LLMFailed(GlassgraphError):
     type = ErrorType.LLM_FAILED
+
+
+class EmbeddingsFailed(GlassgraphError):
+    type = ErrorType.EMBEDDINGS_FAILED
 
 
 class Unavailable(GlassgraphError):

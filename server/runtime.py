@@ -1,9 +1,10 @@
 """The services of one server process, built once at start-up and handed to the Flask app.
 
 The store and the decision whether it is a remote engine, the query workers, the document readers, the
-GraphRAG pipeline (its retriever keeps the label index of each collection), the ingest queue sharing that
-index, and the per-process limits on questions. Blueprints read them from here (``http.context``); none
-builds a service of its own, so two blueprints never hold two label indexes of one store.
+GraphRAG pipeline (its retriever keeps the label index of each collection), the document RAG pipeline (its
+passage index), the ingest queue sharing both indexes, and the per-process limits on questions. Blueprints
+read them from here (``http.context``); none builds a service of its own, so two blueprints never hold two
+label indexes of one store.
 
 An LLM that cannot be set up (``GLASSGRAPH_LLM=openai`` with no key and no base URL) does not stop the
 server: the SPARQL endpoint and the console work, and each question or upload is refused with the reason
@@ -14,13 +15,15 @@ from __future__ import annotations
 import threading
 
 from server.config import Config
-from server.errors import LLMFailed
+from server.errors import EmbeddingsFailed, LLMFailed
 from server.explain.retention import AutoPrune
 from server.http.document_readers import DocumentReaders
 from server.http.query_workers import QueryWorkers
 from server.http.question_rate import QuestionRate
 from server.ingest.documents import Ingester
 from server.ingest.jobs import IngestJobs
+from server.rag.document_rag import DocumentRag
+from server.rag.passage_index import make_passage_index
 from server.rag.pipeline import GraphRag, make_graph_rag
 from server.rag.providers import llm_ready, make_extractor
 from server.remote_store import RemoteStore
@@ -44,13 +47,16 @@ class Runtime:
         self.question_rate = QuestionRate(config.question_rate)
         self.auto_prune = AutoPrune(config.retention)
         self._rag: GraphRag | None = None
+        self._document_rag: DocumentRag | None = None
         self._jobs: IngestJobs | None = None
         self._llm_error = ""  # why there is no pipeline
         try:
             self._rag = llm_ready(lambda: make_graph_rag(store, config))
+            passages = make_passage_index(store, config)
+            self._document_rag = DocumentRag(store, passages, self._rag.llm, config.check_answers)
             self._jobs = IngestJobs(Ingester(store, self._rag.retriever.index,
-                                             llm_ready(lambda: make_extractor(config))))
-        except LLMFailed as exc:
+                                             llm_ready(lambda: make_extractor(config)), passages))
+        except (LLMFailed, EmbeddingsFailed) as exc:
             self._llm_error = str(exc)
 
     @property
@@ -59,6 +65,13 @@ class Runtime:
         if self._rag is None:
             raise LLMFailed(self._llm_error)
         return self._rag
+
+    @property
+    def document_rag(self) -> DocumentRag:
+        """The document RAG pipeline; :class:`LLMFailed` or :class:`EmbeddingsFailed` as for the pipeline."""
+        if self._document_rag is None:
+            raise LLMFailed(self._llm_error)
+        return self._document_rag
 
     @property
     def ingest_jobs(self) -> IngestJobs:

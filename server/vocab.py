@@ -209,18 +209,31 @@ def answer_document_iri(session_id: str) -> NamedNode:
     return NamedNode(f"{URN}answer:{session_id}")
 
 
-# Explainability IRIs after URN, by kind; an edge selection's uuid is followed by ``:{index}``.
+def passage_iri(session_id: str, rank: int) -> NamedNode:
+    """A passage retrieved by a document RAG session, by its rank from 1."""
+    return NamedNode(f"{URN}prov:passage:{session_id}:{rank}")
+
+
+def span_iri(session_id: str, mark: int) -> NamedNode:
+    """The span of a chunk that a document RAG answer's sentence rests on, by the order of its citation from 1."""
+    return NamedNode(f"{URN}prov:span:{session_id}:{mark}")
+
+
+# Explainability IRIs after URN, by kind; an edge selection's, a passage's and a span's uuid is followed by
+# ``:{number}``.
 _EXPLAIN_PREFIXES = (("session:", "session"), ("prov:retrieval:", "retrieval"), ("prov:selection:", "selection"),
-                     ("prov:edge:", "edge"), ("prov:answer:", "answer"), ("answer:", "answer-document"))
+                     ("prov:edge:", "edge"), ("prov:answer:", "answer"), ("answer:", "answer-document"),
+                     ("prov:passage:", "passage"), ("prov:span:", "span"))
+_NUMBERED_KINDS = ("edge", "passage", "span")
 
 
 def parse_explain_iri(iri: str) -> tuple[str, str] | None:
     """``(kind, session uuid)`` of an explainability IRI, kind being ``session``, ``retrieval``,
-    ``selection``, ``edge``, ``answer`` or ``answer-document``; None for any other IRI."""
+    ``selection``, ``edge``, ``answer``, ``answer-document``, ``passage`` or ``span``; None for any other IRI."""
     for prefix, kind in _EXPLAIN_PREFIXES:
         if iri.startswith(URN + prefix):
             rest = iri[len(URN + prefix):]
-            return kind, rest.rsplit(":", 1)[0] if kind == "edge" else rest
+            return kind, rest.rsplit(":", 1)[0] if kind in _NUMBERED_KINDS else rest
     return None
 
 
@@ -328,10 +341,10 @@ def content_quads(item: NamedNode, text: str, title: str | None = None,
     return _quads(LIBRARIAN_GRAPH, item, pairs)
 
 
-def session_quads(graph: NamedNode, session_id: str, question: str,
-                  started: Literal | None = None) -> list[Quad]:
+def session_quads(graph: NamedNode, session_id: str, question: str, started: Literal | None = None,
+                  label: str = "GraphRAG query session") -> list[Quad]:
     return _quads(graph, session_iri(session_id), [
-        (RDF.type, PROV.Activity), (RDFS.label, Literal("GraphRAG query session")),
+        (RDF.type, PROV.Activity), (RDFS.label, Literal(label)),
         (PROV.startedAtTime, started or now_literal()), (TG.query, Literal(question))])
 
 
@@ -373,3 +386,62 @@ def answer_quads(graph: NamedNode, session_id: str, outcome: str | None = None, 
         *([(TG.outcome, Literal(outcome))] if outcome else []),
         *((TG.citedEdge, edge_selection_iri(session_id, n - 1)) for n in cited),
         *((TG.invalidCitation, integer_literal(n)) for n in invalid)])
+
+
+# --- document RAG: passages instead of edges ---------------------------------------------------
+
+def double_literal(value: float) -> Literal:
+    """An ``xsd:double`` literal of ``value`` rounded to 6 decimals (a score)."""
+    return Literal(repr(round(value, 6)), datatype=XSD.double)
+
+
+def passage_retrieval_quads(graph: NamedNode, session_id: str, terms: Iterable[str],
+                            passages: Iterable[tuple[NamedNode, float, float, float]]) -> list[Quad]:
+    """The retrieval entity of a document RAG session: the query terms its lexical search read
+    (``tg:queryTerm``) and each passage (``tg:retrievedPassage``, ranked from 1) with its chunk and
+    scores: bm25 (``tg:lexicalScore``, 0 when no word matched), cosine similarity (``tg:semanticScore``)
+    and the fused reciprocal-rank score (``tg:fusedScore``)."""
+    retrieval = retrieval_iri(session_id)
+    passages = list(passages)
+    quads = _quads(graph, retrieval, [
+        (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved passages")),
+        (PROV.wasGeneratedBy, session_iri(session_id)), (TG.passageCount, integer_literal(len(passages))),
+        *((TG.queryTerm, Literal(term)) for term in terms)])
+    for rank, (chunk, lexical, semantic, fused) in enumerate(passages, start=1):
+        node = passage_iri(session_id, rank)
+        quads.append(Quad(retrieval, TG.retrievedPassage, node, graph))
+        quads += _quads(graph, node, [(TG.chunk, chunk), (TG.rank, integer_literal(rank)),
+                                      (TG.lexicalScore, double_literal(lexical)),
+                                      (TG.semanticScore, double_literal(semantic)),
+                                      (TG.fusedScore, double_literal(fused))])
+    return quads
+
+
+def passage_selection_quads(graph: NamedNode, session_id: str, ranks: Iterable[int],
+                            facts: Iterable[tuple[NamedNode, Term]] = ()) -> list[Quad]:
+    """The selection entity of a document RAG session: the retrieved passages its answer was made from
+    (``tg:selectedPassage``, in the order the answer's ``[n]`` marks count them)."""
+    selection = selection_iri(session_id)
+    return _quads(graph, selection, [
+        (RDF.type, PROV.Entity), (RDFS.label, Literal("Selected passages")),
+        (PROV.wasDerivedFrom, retrieval_iri(session_id)), *facts,
+        *((TG.selectedPassage, passage_iri(session_id, rank)) for rank in ranks)])
+
+
+def passage_answer_quads(graph: NamedNode, session_id: str, outcome: str,
+                         spans: Iterable[tuple[int, NamedNode, int, int]]) -> list[Quad]:
+    """The answer entity of a document RAG session: its outcome and each span a sentence rests on
+    (``tg:citedSpan``): the answer's mark ``[n]`` (``tg:mark``), the chunk, and the span's offset and
+    length in the chunk's text."""
+    answer = answer_iri(session_id)
+    quads = _quads(graph, answer, [
+        (RDF.type, PROV.Entity), (RDFS.label, Literal("Document RAG answer")),
+        (PROV.wasDerivedFrom, selection_iri(session_id)), (TG.document, answer_document_iri(session_id)),
+        (TG.outcome, Literal(outcome))])
+    for number, (mark, chunk, offset, length) in enumerate(spans, start=1):
+        node = span_iri(session_id, number)
+        quads.append(Quad(answer, TG.citedSpan, node, graph))
+        quads += _quads(graph, node, [(TG.mark, integer_literal(mark)), (TG.chunk, chunk),
+                                      (TG.charOffset, integer_literal(offset)),
+                                      (TG.charLength, integer_literal(length))])
+    return quads

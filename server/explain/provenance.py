@@ -55,6 +55,18 @@ def mention_chains_many(store: StoreBackend, edges: Iterable[Triple],
     return {edge: by_pair[(edge.subject, edge.object)] for edge in edges if (edge.subject, edge.object) in by_pair}
 
 
+def chunk_chains_many(store: StoreBackend, chunks: Iterable[NamedNode],
+                      collection: str | None = None) -> dict[NamedNode, Chain]:
+    """The chain (chunk -> page -> document) of each chunk, in :func:`source_chains`' shape, in one query;
+    chunks the source graph does not hold are left out."""
+    chunks = list(dict.fromkeys(chunks))
+    if not chunks:
+        return {}
+    rows = store.select("prov_chunks", values={"chunk": chunks}, **_options(collection))
+    found = _chains(store, rows, lambda row: (row["chunk"], row["chunk"].value))
+    return {chunk: chains[0] for chunk, chains in found.items() if chains}
+
+
 def _options(collection: str | None) -> dict[str, object]:
     return graph_options(vocab.source_graph(collection) if collection else None)
 

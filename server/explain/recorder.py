@@ -26,8 +26,10 @@ class RecordError(RuntimeError):
 class ExplainRecorder:
     """Records the entities of one session in ``store.explain_graph``; each method is one transaction."""
 
-    def __init__(self, store: GraphStore, collection: str, model: str, session_id: str | None = None) -> None:
+    def __init__(self, store: GraphStore, collection: str, model: str, session_id: str | None = None,
+                 session_label: str = "GraphRAG query session") -> None:
         self.store = store
+        self.session_label = session_label
         self.graph = store.explain_graph
         self.collection = collection
         self.model = model
@@ -38,7 +40,7 @@ class ExplainRecorder:
     def session(self, question: str) -> str:
         """The session entity (question, start time, model, collection); returns its IRI."""
         iri = vocab.session_iri(self.session_id)
-        quads = vocab.session_quads(self.graph, self.session_id, question)
+        quads = vocab.session_quads(self.graph, self.session_id, question, label=self.session_label)
         quads += [Quad(iri, TG.model, Literal(self.model), self.graph),
                   Quad(iri, TG.collection, Literal(self.collection), self.graph)]
         self._write(quads)
@@ -68,12 +70,33 @@ class ExplainRecorder:
         deterministic answer replaced the model's, ``tg:answerFallback``) and its text (librarian graph) in
         one transaction."""
         quads = vocab.answer_quads(self.graph, self.session_id, outcome, *citations(text, edge_count))
+        return self._answer(quads, text, unsupported, fallback_reason)
+
+    def passages(self, terms: Iterable[str], passages: Iterable[tuple[NamedNode, float, float, float]]) -> str:
+        """A document RAG retrieval: the query terms and the ranked passages with their scores."""
+        self._write(vocab.passage_retrieval_quads(self.graph, self.session_id, terms, passages))
+        return vocab.retrieval_iri(self.session_id).value
+
+    def passage_selection(self, ranks: Iterable[int], facts: Iterable[tuple[NamedNode, Term]] = ()) -> str:
+        """The passages (by retrieval rank) a document RAG answer was made from."""
+        self._write(vocab.passage_selection_quads(self.graph, self.session_id, ranks, facts))
+        return vocab.selection_iri(self.session_id).value
+
+    def passage_answer(self, text: str, outcome: str, spans: Iterable[tuple[int, NamedNode, int, int]],
+                       unsupported: Iterable[str] = (), fallback_reason: str | None = None) -> str:
+        """A document RAG answer: its outcome, the spans its marks rest on (``(mark, chunk, offset, length)``),
+        a model's unsupported sentences and fallback as for GraphRAG, and its text, in one transaction."""
+        quads = vocab.passage_answer_quads(self.graph, self.session_id, outcome, spans)
+        return self._answer(quads, text, unsupported, fallback_reason)
+
+    def _answer(self, quads: list[Quad], text: str, unsupported: Iterable[str], fallback_reason: str | None) -> str:
+        """Write an answer entity's ``quads`` with its unsupported sentences, its fallback and its text."""
         iri = vocab.answer_iri(self.session_id)
         quads += [Quad(iri, TG.unsupported, Literal(sentence), self.graph) for sentence in unsupported]
         quads += [Quad(iri, TG.answerFallback, Literal(fallback_reason), self.graph)] if fallback_reason else []
         quads += vocab.content_quads(vocab.answer_document_iri(self.session_id), text)
         self._write(quads)
-        return vocab.answer_iri(self.session_id).value
+        return iri.value
 
     def _write(self, quads: list[Quad]) -> None:
         try:

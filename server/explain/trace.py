@@ -6,6 +6,7 @@ from itertools import islice
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
+from server.explain.passage_trace import read_passages
 from server.explain.provenance import mention_chains_many, source_chains_many
 from server.labels import store_labels, term_name
 from server.sparql_templates import Term, render_term
@@ -64,6 +65,8 @@ def read_trace(store: StoreBackend, session_iri: str) -> dict | None:
         "status": _status(head),
         "error": error,
         "edges": edges,
+        **(read_passages(store, head["retrieval"], head.get("answer"), collection) if "retrieval" in head
+           else {"query_terms": [], "passages": [], "spans": []}),
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
@@ -25,15 +25,19 @@ from server.http.negotiation import GRAPH_MEDIA, negotiate
 from server.http.params import int_parameter, iri_parameter
 from server.http.responses import rdf_response
 from server.http.write_gate import write_refusal
+from server.rag.document_rag import PassageLimits
 from server.rag.messages import GraphRagResponse
 from server.rag.retrieval import RetrievalLimits
+from server.rag.staged_run import StagedRun
 from server.runtime import Runtime
+
+Limits = RetrievalLimits | PassageLimits
 
 blueprint = Blueprint("api", __name__)
 
 SSE, NDJSON, JSON = "text/event-stream", "application/x-ndjson", "application/json"
 # field -> (lowest, highest) accepted value
-FIELDS = {"query", "collection", "explainable", "streaming", "user", *RetrievalLimits.RANGES}
+FIELDS = {"query", "collection", "explainable", "streaming", "user"}
 NOT_RECORDED = {"Glassgraph-Trace": "not-recorded (read-only)"}
 
 
@@ -104,19 +108,20 @@ def _question(body: dict) -> str:
     return query
 
 
-def _request_fields() -> tuple[str, str, bool, bool | None, RetrievalLimits]:
+def _request_fields(limits_type: type[Limits]) -> tuple[str, str, bool, bool | None, Limits]:
     body = _json_body()
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object: {\"query\": \"...\", \"collection\": \"default\", ...}")
-    unknown = sorted(set(body) - FIELDS)
+    fields = FIELDS | set(limits_type.RANGES)
+    unknown = sorted(set(body) - fields)
     if unknown:
-        raise BadRequest(f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(FIELDS))}")
+        raise BadRequest(f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
     query = _question(body)
     collection = _field(body, "collection", str, current_config().default_collection)
     explainable = _field(body, "explainable", bool, True)
     streaming = _field(body, "streaming", bool, None)
-    limits = RetrievalLimits()
-    for name in RetrievalLimits.RANGES:
+    limits = limits_type()
+    for name in limits_type.RANGES:
         setattr(limits, name, _field(body, name, int, getattr(limits, name)))
     try:
         limits.check()
@@ -133,13 +138,24 @@ def _request_fields() -> tuple[str, str, bool, bool | None, RetrievalLimits]:
 
 @blueprint.route("/api/graph-rag", methods=["POST"])
 def graph_rag() -> Response:
-    """The pipeline's messages as SSE or NDJSON (by Accept), or one JSON object when not streaming.
+    """The GraphRAG pipeline's messages (see :func:`_answer`)."""
+    return _answer(lambda runtime: runtime.pipeline, RetrievalLimits)
+
+
+@blueprint.route("/api/document-rag", methods=["POST"])
+def document_rag() -> Response:
+    """The document RAG pipeline's messages, in the same shapes as GraphRAG's (see :func:`_answer`)."""
+    return _answer(lambda runtime: runtime.document_rag, PassageLimits)
+
+
+def _answer(pipeline_of: Callable[[Runtime], StagedRun], limits_type: type[Limits]) -> Response:
+    """A pipeline's messages as SSE or NDJSON (by Accept), or one JSON object when not streaming.
 
     Without a ``streaming`` field, the answer streams when Accept asks for SSE or NDJSON. A
     read-only server answers without recording anything (no trace, no answer text) and says so
     in the ``Glassgraph-Trace`` header.
     """
-    query, collection, explainable, streaming, limits = _request_fields()
+    query, collection, explainable, streaming, limits = _request_fields(limits_type)
     accept = request.headers.get("Accept")
     if streaming is None:
         streaming = negotiate(accept, [JSON, SSE, NDJSON]) in (SSE, NDJSON)
@@ -151,7 +167,7 @@ def graph_rag() -> Response:
     _count_question(runtime)
     slot = _answer_slot(runtime)
     try:
-        messages = runtime.pipeline.run(query, collection, explainable and not read_only, limits)
+        messages = pipeline_of(runtime).run(query, collection, explainable and not read_only, limits)
         if not streaming:
             response = jsonify(_collect(messages))
         else:

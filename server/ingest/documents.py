@@ -27,6 +27,7 @@ from server.ingest.extraction import PROMPTS, ChunkFacts, Completer, extract_all
 from server.ingest.facts import FactBuilder
 from server.ingest.formats import MAX_PAGES, Document, Page, read_document
 from server.rag.label_index import LabelIndex
+from server.rag.passage_index import PassageIndex, PassageRow
 from server.store_base import StoreBackend
 from server.vocab import DC, PROV, RDFS, TG
 
@@ -124,8 +125,10 @@ def collection_document_id(digest: str, collection: str) -> str:
 class Ingester:
     """Ingests documents into a store's collections; ``llm`` None extracts mentions only."""
 
-    def __init__(self, store: StoreBackend, index: LabelIndex, llm: Completer | None) -> None:
-        self.store, self.index, self.llm = store, index, llm
+    def __init__(self, store: StoreBackend, index: LabelIndex, llm: Completer | None,
+                 passages: PassageIndex | None = None) -> None:
+        """``passages``: the passage index the document's chunks are added to (embedded before the write)."""
+        self.store, self.index, self.llm, self.passages = store, index, llm, passages
 
     def ingest(self, data: bytes, collection: str, declared: str | None = None, name: str | None = None,
                options: IngestOptions = IngestOptions(), progress: Progress | None = None,
@@ -154,6 +157,8 @@ class Ingester:
         quads += self._knowledge_quads(chunks, labels, report)
         quads += vocab.activity_quads(vocab.source_graph(collection), vocab.activity_iri(doc_id), doc,
                                       *self._agent(), started, vocab.now_literal(), self._settings(options, report))
+        passages = self._passage_rows(report, document, chunks)
+        vectors = self.passages.embed_rows(passages) if self.passages else None  # fails before anything is written
         with self.store.writing():
             if existing_document(self.store, collection, doc_id) is None:
                 self.store.extend(quads)
@@ -161,10 +166,21 @@ class Ingester:
                 return self._unchanged(doc_id, collection)
             else:  # the earlier extraction goes in the same transaction: a crash leaves one or the other
                 self.store.update_then_extend("ingest_delete_document", delete_values(collection, doc), quads)
+            if self.passages:
+                self.passages.add(collection, passages, vectors, replaced_document=doc.value)
         self.store.notify_loaded(collection, _added_labels(quads, vocab.collection_graph(collection)))
         return report
 
     # --- steps -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _passage_rows(report: IngestReport, document: Document, chunks: list[_Chunk]) -> list[PassageRow]:
+        """The chunks as the passage index reads them: under the document's title and the page's section."""
+        sections = {page.number: page.title for page in document.pages}
+        return [PassageRow(vocab.chunk_iri(report.id, chunk.page, chunk.index).value,
+                           vocab.document_iri(report.id).value,
+                           " · ".join(t for t in (report.title, sections.get(chunk.page)) if t), chunk.text)
+                for chunk in chunks]
 
     def _chunks(self, document: Document, options: IngestOptions, collection: str) -> list[_Chunk]:
         chunks = []

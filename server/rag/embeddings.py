@@ -33,12 +33,13 @@ class Embedder:
         """``len(texts)`` unit vectors (float32 rows) of the first ``dimensions`` dimensions; a text
         without any known token gets the zero vector (similar to nothing)."""
         out = np.zeros((len(texts), dimensions), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # a batch pads to its longest text
         for start in range(0, len(texts), _BATCH):
-            batch = texts[start:start + _BATCH]
+            rows = order[start:start + _BATCH]
             with self._lock:
-                vectors = self._model.embed(batch, norm=False, batch_size=_BATCH)[:, :dimensions]
+                vectors = self._model.embed([texts[i] for i in rows], norm=False, batch_size=_BATCH)[:, :dimensions]
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            np.divide(vectors, norms, out=out[start:start + len(batch)], where=norms > 0)
+            out[rows] = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         return out
 
 

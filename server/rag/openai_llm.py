@@ -88,6 +88,10 @@ class OpenAILLM:
     def answer(self, question: str, edges: list[Edge]) -> Iterator[str]:
         return self._stream(render_prompt("synthesize", question=question, edges=edges), self.answer_tokens)
 
+    def stream(self, prompt: str) -> Iterator[str]:
+        """The reply to ``prompt`` in pieces, at most the answer's tokens (document RAG's answer)."""
+        return self._stream(prompt, self.answer_tokens)
+
     def last_call(self) -> CallStats | None:
         """The stats of this thread's last call (None before the first)."""
         return getattr(self._calls, "last", None)

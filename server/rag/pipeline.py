@@ -14,62 +14,36 @@ carries the outcome.
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pyoxigraph import Quad, Triple
+from pyoxigraph import Triple
 
-from server import vocab
 from server.config import Config
-from server.errors import BadRequest, ErrorType, GlassgraphError, LLMFailed, NotFound
+from server.errors import LLMFailed
 from server.explain import wire
-from server.explain.recorder import ExplainRecorder, RecordError, selection_facts
+from server.explain.recorder import ExplainRecorder, selection_facts
 from server.rag.choice import Choice, choose_edges
 from server.rag.citations import unsupported_sentences
-from server.rag.llm import LLM, NO_ANSWER, LLMError
+from server.rag.llm import LLM, NO_ANSWER
 from server.rag.messages import GraphRagResponse
 from server.rag.offline import extractive_answer
 from server.rag.providers import make_llm
 from server.rag.retrieval import RetrievalLimits, Retriever
+from server.rag.staged_run import Progress, StagedRun
 from server.store import GraphStore
 
-log = logging.getLogger(__name__)
 
-
-class GraphRag:
+class GraphRag(StagedRun):
     """Retrieve -> select -> synthesize, over one store with one LLM."""
 
     def __init__(self, store: GraphStore, retriever: Retriever, llm: LLM, check_answers: bool = True) -> None:
-        self.store = store
+        super().__init__(store, llm)
         self.retriever = retriever
-        self.llm = llm
         self.check_answers = check_answers  # a model's unsupported answer gives way to the deterministic one
 
-    def run(self, question: str, collection: str = "default", explainable: bool = True,
-            limits: RetrievalLimits | None = None) -> Iterator[GraphRagResponse]:
-        """The message stream for one question; never raises for a failed stage."""
-        question = (question or "").strip()
-        try:
-            self._check(question, collection)
-        except GlassgraphError as exc:
-            yield _failure(exc.type, exc.message)
-            return
-        recorder = ExplainRecorder(self.store, collection, self.llm.model) if explainable else None
-        progress = _Progress()
-        try:
-            yield from self._stages(question, collection, limits, recorder, progress)
-        except GeneratorExit:  # the client went away: say so in the trace, then stop
-            if progress.stage != "done":
-                self._record_error(recorder, ErrorType.CANCELLED, f"{progress.stage}: the client closed the stream")
-            raise
-        except Exception as exc:  # the stream must end with an error message, not break
-            yield self._fail(recorder, *_failure_of(exc, progress.stage))
-            return
-        yield GraphRagResponse("chunk", end_of_stream=True, end_of_session=True, outcome=progress.outcome)
-
     def _stages(self, question: str, collection: str, limits: RetrievalLimits | None,
-                recorder: ExplainRecorder | None, progress: _Progress) -> Iterator[GraphRagResponse]:
+                recorder: ExplainRecorder | None, progress: Progress) -> Iterator[GraphRagResponse]:
         """Session, retrieval, selection, synthesis and answer, each stage's messages as it runs;
         ``progress.stage`` names the stage in hand."""
         if recorder:
@@ -113,59 +87,6 @@ class GraphRag:
             progress.stage = "done"
             yield self._explain(answer_iri, recorder.written)
         progress.outcome = choice.outcome
-
-    def _check(self, question: str, collection: str) -> None:
-        if not question:
-            raise BadRequest("the question is empty")
-        try:
-            known = self.store.has_collection(collection)
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from exc
-        if not known:
-            raise NotFound(f"no collection {collection!r}")
-
-    def _explain(self, explain_id: str, quads: list[Quad]) -> GraphRagResponse:
-        """An explain message with the step's triples inline (``explain_triples``)."""
-        return GraphRagResponse("explain", explain_id=explain_id, explain_collection=self.store.explain_collection,
-                                explain_kind=vocab.explain_kind(explain_id),
-                                explain_triples=[wire.quad_wire(quad) for quad in quads])
-
-    def _fail(self, recorder: ExplainRecorder | None, error_type: ErrorType, message: str) -> GraphRagResponse:
-        self._record_error(recorder, error_type, message)
-        return _failure(error_type, message)
-
-    @staticmethod
-    def _record_error(recorder: ExplainRecorder | None, error_type: ErrorType, message: str) -> None:
-        if recorder is None:
-            return
-        try:
-            recorder.error(error_type.wire_name, message)
-        except Exception:  # the store itself may be what failed
-            log.exception("could not record the error of session %s", recorder.session_id)
-
-
-@dataclass
-class _Progress:
-    stage: str = "session"
-    outcome: str | None = None  # "answered" or "no-answer" once the answer is complete
-
-
-def _failure_of(exc: Exception, stage: str) -> tuple[ErrorType, str]:
-    """The error type and message a stage's exception ends the stream with."""
-    if isinstance(exc, GlassgraphError):
-        return exc.type, f"{stage}: {exc.message}"
-    if isinstance(exc, LLMError):
-        return ErrorType.LLM_FAILED, f"{stage}: {exc}"
-    if isinstance(exc, (RecordError, OSError)):
-        log.exception("store failure during %s", stage)
-        return ErrorType.STORE_FAILED, f"{stage}: {exc}"
-    log.exception("GraphRAG failure during %s", stage)
-    return ErrorType.INTERNAL, f"{stage}: {type(exc).__name__}: {exc}"
-
-
-def _failure(error_type: ErrorType, message: str) -> GraphRagResponse:
-    return GraphRagResponse("chunk", error={"type": error_type.wire_name, "message": message},
-                            end_of_stream=True, end_of_session=True)
 
 
 def make_graph_rag(store: GraphStore, config: Config) -> GraphRag:

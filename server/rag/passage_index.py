@@ -1,0 +1,320 @@
+"""Passage retrieval: every ingested chunk searchable by words (sqlite FTS5, bm25) and by meaning (a
+vector per chunk), the two rankings fused by reciprocal rank.
+
+The store is the source of truth (chunks in a collection's source graph, their text in the librarian
+graph); the index is derived from it and kept in one sqlite file (``GLASSGRAPH_PASSAGE_INDEX``, by default
+beside the store directory), so vectors computed once survive restarts. A collection is *synced* with the
+store on its first search in a process, and again after a write into it: one listing of its chunks
+(``sparql/passage_chunks.rq``), the chunks the index lacks embedded and added, those the store no longer
+has dropped, in one sqlite transaction, so an index is never half-written (an embeddings server that
+fails adds nothing). An ingest adds its own chunks, embedded before the store write (:meth:`add`), and
+needs no listing. Vectors of one model only: the index records the embedder's name and refuses another
+(``glassgraph reindex`` rebuilds it).
+
+Search: the question's content words as an FTS5 ``OR`` query (porter stems; the chunk's document and
+section titles count at half weight), and the question's vector against the collection's matrix (held
+in memory, about 1 KB a chunk); each gives ``CANDIDATES`` passages, fused by ``1 / (RRF_K + rank)``.
+"""
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pyoxigraph import NamedNode
+
+from server import vocab
+from server.config import Config
+from server.errors import EmbeddingsFailed
+from server.rag.passage_embedders import PassageEmbedder, make_passage_embedder
+from server.rag.text import term_words
+from server.store_base import StoreBackend
+
+CANDIDATES = 50  # passages each ranking contributes to the fusion
+RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al.)
+TITLE_WEIGHT = 0.5  # of a match in the document or section title, against one in the text
+_BATCH = 500  # chunks per text query and per sqlite statement
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS passage(id INTEGER PRIMARY KEY, collection TEXT NOT NULL, chunk TEXT NOT NULL,
+    document TEXT NOT NULL, heading TEXT NOT NULL, text TEXT NOT NULL, vector BLOB NOT NULL,
+    UNIQUE(collection, chunk));
+CREATE INDEX IF NOT EXISTS passage_document ON passage(collection, document);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(heading, text, content='passage', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2');
+"""
+
+
+@dataclass(frozen=True)
+class PassageRow:
+    """A chunk to index: its IRI, its document's, the titles it is read under, its text."""
+
+    chunk: str
+    document: str
+    heading: str
+    text: str
+
+
+@dataclass
+class Passage:
+    """A retrieved chunk with its scores: bm25 (higher is better, 0: no word matched), cosine similarity,
+    and the fused score; ranks from 1 (None: not among that ranking's candidates)."""
+
+    chunk: str
+    document: str
+    text: str
+    lexical: float
+    semantic: float
+    fused: float
+    lexical_rank: int | None
+    semantic_rank: int | None
+
+
+@dataclass(frozen=True)
+class _Matrix:
+    """A collection's vectors in memory, replaced whole on change (searches read it without a lock)."""
+
+    ids: np.ndarray  # passage ids, int64
+    vectors: np.ndarray  # float32 rows
+
+
+def default_path(store_path: Path | None) -> str:
+    """``STORE.passages.sqlite`` beside an embedded store's directory; in memory otherwise."""
+    return ":memory:" if store_path is None else str(store_path.parent / f"{store_path.name}.passages.sqlite")
+
+
+def make_passage_index(store: StoreBackend, config: Config) -> PassageIndex:
+    """The passage index of ``store`` with the configured embedder and file."""
+    return PassageIndex(store, make_passage_embedder(config), config.passage_index)
+
+
+def query_terms(question: str) -> list[str]:
+    """The question's content words as the lexical search reads them (stopwords out), in order."""
+    return list(term_words(question).values())
+
+
+class PassageIndex:
+    """The passages of a store's collections (see the module docstring); thread-safe."""
+
+    def __init__(self, store: StoreBackend, embedder: PassageEmbedder, path: str | None = None) -> None:
+        self.store, self.embedder = store, embedder
+        self.path = path or default_path(store.path)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()  # the connection
+        self._sync_locks: dict[str, threading.Lock] = {}
+        self._matrices: dict[str, _Matrix] = {}
+        self._synced: dict[str, object] = {}  # collection -> the store's data generation or version it holds
+        self._written: dict[str, object] = {}  # collection -> the generation of a write not yet synced
+        with self._lock:
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
+        store.add_load_listener(self._mark_written)
+
+    # --- keeping it in step with the store ------------------------------------------------------
+
+    def _mark_written(self, collection: str, _added_labels: object = None) -> None:
+        self._written[collection] = self._version(collection)
+
+    def _version(self, collection: str) -> object:
+        """What says the collection changed: another process's writes (a remote engine's data version),
+        else this process's own count of data writes."""
+        return self.store.data_version(collection) or self.store.data_generation
+
+    def _stale(self, collection: str) -> bool:
+        if collection not in self._synced:
+            return True
+        latest = self.store.data_version(collection)
+        if latest is not None:  # shared by processes (a remote engine): its token for the collection
+            return latest != self._synced[collection]
+        return self._written.get(collection, -1) > self._synced[collection]  # this process's data writes
+
+    def sync(self, collection: str, force: bool = False) -> tuple[int, int]:
+        """Bring ``collection``'s passages in step with the store when a write may have changed them (or
+        ``force``); returns ``(added, dropped)``. :class:`EmbeddingsFailed`, with nothing changed, when
+        the new chunks cannot be embedded."""
+        lock = self._sync_locks.setdefault(collection, threading.Lock())
+        with lock:
+            if not force and not self._stale(collection):
+                return 0, 0
+            version = self._version(collection)  # read first: a write during the sync is seen next time
+            self._check_embedder()
+            listed = {row["chunk"].value: row["document"].value for row in self.store.select(
+                "passage_chunks", default_graph=vocab.source_graph(collection))}
+            held = dict(self._rows("SELECT chunk, id FROM passage WHERE collection = ?", (collection,)))
+            new = sorted(set(listed) - set(held))
+            rows = self._texts(collection, new, listed)
+            vectors = self.embedder.embed([f"{row.heading}\n{row.text}" for row in rows]) if rows else None
+            gone = [held[chunk] for chunk in set(held) - set(listed)]
+            with self._lock:
+                self._db.execute("BEGIN")
+                try:
+                    self._delete(gone)
+                    self._insert(collection, rows, vectors)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            self._load_matrix(collection)
+            self._synced[collection] = version
+            return len(rows), len(gone)
+
+    def embed_rows(self, rows: list[PassageRow]) -> np.ndarray:
+        """The vectors of chunks about to be written (an ingest embeds before it writes: a failure stores
+        nothing)."""
+        self._check_embedder()
+        return self.embedder.embed([f"{row.heading}\n{row.text}" for row in rows])
+
+    def add(self, collection: str, rows: list[PassageRow], vectors: np.ndarray,
+            replaced_document: str | None = None) -> None:
+        """Index an ingested document's chunks (``vectors`` from :meth:`embed_rows`), dropping what the index
+        held of ``replaced_document``, in one transaction, right after the store write. Should the index
+        refuse (a full disk), the collection is synced whole at its next search instead."""
+        try:
+            with self._lock:
+                self._db.execute("BEGIN")
+                try:
+                    if replaced_document:
+                        self._delete([row_id for (row_id,) in self._db.execute(
+                            "SELECT id FROM passage WHERE collection = ? AND document = ?",
+                            (collection, replaced_document))])
+                    self._insert(collection, rows, vectors)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+        except (sqlite3.Error, EmbeddingsFailed):
+            log.exception("the passage index could not add %d chunks of %s", len(rows), collection)
+            self._synced.pop(collection, None)
+            return
+        if collection in self._synced:  # else the first search syncs the whole collection
+            self._load_matrix(collection)
+            self._synced[collection] = self._version(collection)
+
+    def _check_embedder(self) -> None:
+        with self._lock:
+            found = self._db.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
+            if found is None:
+                self._db.execute("INSERT INTO meta VALUES ('embedder', ?)", (self.embedder.name,))
+            elif found[0] != self.embedder.name:
+                raise EmbeddingsFailed(f"the passage index {self.path} holds vectors of {found[0]}, not of the "
+                                       f"configured {self.embedder.name} (GLASSGRAPH_EMBEDDINGS): run "
+                                       "'glassgraph reindex --passages' to embed every passage again")
+
+    def _texts(self, collection: str, chunks: list[str], documents: dict[str, str]) -> list[PassageRow]:
+        rows = []
+        for start in range(0, len(chunks), _BATCH):
+            for row in self.store.select("passage_texts", values={"chunk": [NamedNode(c) for c in
+                                                                           chunks[start:start + _BATCH]]},
+                                         default_graph=vocab.source_graph(collection)):
+                chunk = row["chunk"].value
+                heading = " · ".join(row[key].value for key in ("title", "pageTitle", "chunkTitle") if key in row)
+                rows.append(PassageRow(chunk, documents[chunk], heading, row["text"].value))
+        return list({row.chunk: row for row in rows}.values())  # one row per chunk (a page with two titles)
+
+    def _insert(self, collection: str, rows: list[PassageRow], vectors: np.ndarray | None) -> None:
+        if not rows:
+            return
+        if vectors is None or vectors.shape[0] != len(rows):
+            raise EmbeddingsFailed(f"{len(rows)} passages, {0 if vectors is None else vectors.shape[0]} vectors")
+        found = self._db.execute("SELECT value FROM meta WHERE key = 'dimensions'").fetchone()
+        if found is None:
+            self._db.execute("INSERT INTO meta VALUES ('dimensions', ?)", (str(vectors.shape[1]),))
+        elif int(found[0]) != vectors.shape[1]:
+            raise EmbeddingsFailed(f"the embedder {self.embedder.name} answered vectors of {vectors.shape[1]} "
+                                   f"dimensions; the passage index holds {found[0]}: check "
+                                   "GLASSGRAPH_EMBEDDINGS_MODEL, or run 'glassgraph reindex --passages'")
+        for row, vector in zip(rows, vectors.astype(np.float32), strict=True):
+            cursor = self._db.execute(
+                "INSERT INTO passage(collection, chunk, document, heading, text, vector) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(collection, chunk) DO NOTHING RETURNING id",
+                (collection, row.chunk, row.document, row.heading, row.text, vector.tobytes()))
+            inserted = cursor.fetchone()
+            if inserted is not None:
+                self._db.execute("INSERT INTO fts(rowid, heading, text) VALUES (?, ?, ?)",
+                                 (inserted[0], row.heading, row.text))
+
+    def _delete(self, ids: list[int]) -> None:
+        for start in range(0, len(ids), _BATCH):
+            batch = ids[start:start + _BATCH]
+            marks = ",".join("?" * len(batch))
+            self._db.execute(f"INSERT INTO fts(fts, rowid, heading, text) SELECT 'delete', id, heading, text "
+                             f"FROM passage WHERE id IN ({marks})", batch)
+            self._db.execute(f"DELETE FROM passage WHERE id IN ({marks})", batch)
+
+    def _load_matrix(self, collection: str) -> None:
+        rows = self._rows("SELECT id, vector FROM passage WHERE collection = ? ORDER BY id", (collection,))
+        ids = np.fromiter((row_id for row_id, _ in rows), dtype=np.int64, count=len(rows))
+        vectors = (np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(len(rows), -1)
+                   if rows else np.zeros((0, 1), dtype=np.float32))
+        self._matrices[collection] = _Matrix(ids, vectors)
+
+    def _rows(self, sql: str, parameters: tuple) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, parameters).fetchall()
+
+    def clear(self) -> None:
+        """Forget every passage and the embedder's name (``glassgraph reindex --passages`` then syncs anew)."""
+        with self._lock:
+            self._db.executescript("DELETE FROM passage; INSERT INTO fts(fts) VALUES ('delete-all'); DELETE FROM meta;")
+        self._matrices.clear()
+        self._synced.clear()
+
+    def count(self, collection: str) -> int:
+        """Passages indexed for ``collection``."""
+        return self._rows("SELECT count(*) FROM passage WHERE collection = ?", (collection,))[0][0]
+
+    # --- search ------------------------------------------------------------------------------------
+
+    def search(self, collection: str, question: str, limit: int = 5) -> list[Passage]:
+        """The ``limit`` best passages of ``collection`` for ``question``, fused best first."""
+        self.sync(collection)
+        lexical = self._lexical(collection, query_terms(question))
+        semantic = self._semantic(collection, question)
+        fused: dict[int, float] = {}
+        for ranking in (lexical, semantic):
+            for rank, row_id in enumerate(ranking, start=1):
+                fused[row_id] = fused.get(row_id, 0.0) + 1.0 / (RRF_K + rank)
+        best = sorted(fused, key=lambda row_id: (-fused[row_id], row_id))[:limit]
+        lexical_rank = {row_id: rank for rank, row_id in enumerate(lexical, start=1)}
+        semantic_rank = {row_id: rank for rank, row_id in enumerate(semantic, start=1)}
+        details = {row_id: rest for row_id, *rest in self._rows_in(
+            "SELECT id, chunk, document, text FROM passage WHERE id IN ({})", best)}
+        return [Passage(details[row_id][0], details[row_id][1], details[row_id][2], lexical.get(row_id, 0.0),
+                        semantic.get(row_id, 0.0), fused[row_id], lexical_rank.get(row_id),
+                        semantic_rank.get(row_id)) for row_id in best if row_id in details]
+
+    def _lexical(self, collection: str, words: list[str]) -> dict[int, float]:
+        """Passage id -> bm25 score (positive), best first."""
+        if not words:
+            return {}
+        match = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+        rows = self._rows(
+            "SELECT fts.rowid, -bm25(fts, ?, 1.0) AS score FROM fts JOIN passage ON passage.id = fts.rowid "
+            "WHERE fts MATCH ? AND passage.collection = ? ORDER BY score DESC LIMIT ?",
+            (TITLE_WEIGHT, match, collection, CANDIDATES))
+        return {row_id: score for row_id, score in rows}
+
+    def _semantic(self, collection: str, question: str) -> dict[int, float]:
+        """Passage id -> cosine similarity, best first."""
+        matrix = self._matrices.get(collection)
+        if matrix is None or not len(matrix.ids):
+            return {}
+        query = self.embedder.embed([question])[0]
+        if query.shape[0] != matrix.vectors.shape[1]:
+            raise EmbeddingsFailed(f"the embedder {self.embedder.name} answered a vector of {query.shape[0]} "
+                                   f"dimensions for the question; the passage index holds "
+                                   f"{matrix.vectors.shape[1]}: check GLASSGRAPH_EMBEDDINGS_MODEL")
+        scores = matrix.vectors @ query
+        count = min(CANDIDATES, len(scores))
+        top = np.argpartition(-scores, count - 1)[:count]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return {int(matrix.ids[i]): float(scores[i]) for i in top}
+
+    def _rows_in(self, sql: str, ids: list[int]) -> list[tuple]:
+        return self._rows(sql.format(",".join("?" * len(ids))), tuple(ids)) if ids else []
