@@ -355,7 +355,7 @@ def test_collections_dump_backup_reindex(cli_store: str, tmp_path: Path) -> None
 
     reindexed = run(GLASSGRAPH, "--store", cli_store, "reindex", "-C", "default")
     assert reindexed.returncode == 0
-    assert re.search(r"^default\s+[1-9]\d*$", reindexed.stdout, re.M)
+    assert re.search(r"^default\s+[1-9]\d*\s+[1-9]\d*$", reindexed.stdout, re.M)  # labels, passages
 
 
 @pytest.mark.parametrize("command", ["serve", "load", "ask", "sessions", "explain", "collections", "dump",
@@ -476,7 +476,8 @@ def test_a_store_without_collections_lists_none(tmp_path: Path) -> None:
     assert listed.stdout.split() == ["COLLECTION", "TRIPLES", "SOURCE", "TRIPLES", "GRAPH"]
     assert json.loads(run(GLASSGRAPH, "--store", store, "collections", "--format", "json").stdout) == []
     reindexed = run(GLASSGRAPH, "--store", store, "reindex")
-    assert reindexed.returncode == 0 and reindexed.stdout.split() == ["COLLECTION", "LABELS"], reindexed.stderr
+    assert reindexed.returncode == 0, reindexed.stderr
+    assert reindexed.stdout.split() == ["COLLECTION", "LABELS", "PASSAGES"]
 
 
 @pytest.mark.parametrize("flags", [["--offset", "-5"], ["--offset", "x"], ["--offset", str(10**30)],

@@ -12,6 +12,7 @@ LIMIT_FLAGS = {
     "max_subgraph_size": (("-s", "--max-subgraph-size"), "edges retrieved at most"),
     "max_path_length": (("-p", "--max-path-length"), "hops from the seed entities"),
 }
+DOCUMENT_LIMIT_FLAGS = {"passages": (("-n", "--passages"), "passages retrieved (1-50)")}
 
 
 def positive_int(text: str) -> int:
@@ -25,16 +26,21 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_query_arguments(parser: argparse.ArgumentParser, default_limits: Mapping[str, int] | None = None) -> None:
-    """Question, collection, retrieval limits (help shows ``default_limits``, else "the server's") and display."""
+def add_query_arguments(parser: argparse.ArgumentParser, default_limits: Mapping[str, int] | None = None,
+                        documents: bool = False) -> None:
+    """Question, collection, retrieval limits (help shows ``default_limits``, else "the server's") and display;
+    ``documents``: document RAG's one limit (``--passages``) instead of the graph's."""
     parser.add_argument("-q", "--question", required=True, help="the question to answer")
     parser.add_argument("-C", "--collection", help="collection to query (default: GLASSGRAPH_COLLECTION's)")
-    for name, (flags, help_text) in LIMIT_FLAGS.items():
+    for name, (flags, help_text) in (DOCUMENT_LIMIT_FLAGS if documents else LIMIT_FLAGS).items():
         default = default_limits[name] if default_limits is not None else "the server's"
         parser.add_argument(*flags, dest=name, type=positive_int, help=f"{help_text} (default: {default})")
     parser.add_argument("-x", "--explainable", action="store_true",
                         help="show the explain events (to stderr) as they arrive")
-    add_show_source(parser, "; implies --explainable")
+    if not documents:
+        add_show_source(parser, "; implies --explainable")
+    else:
+        parser.set_defaults(show_source=False)
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text: answer to stdout, explain blocks to stderr; json: every message as a JSON line")
 
@@ -58,4 +64,5 @@ def check_question(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 def limits_of(args: argparse.Namespace) -> dict[str, int]:
     """The retrieval limits given on the command line (the rest keep the server's defaults)."""
-    return {name: getattr(args, name) for name in LIMIT_FLAGS if getattr(args, name) is not None}
+    return {name: getattr(args, name) for name in (*LIMIT_FLAGS, *DOCUMENT_LIMIT_FLAGS)
+            if getattr(args, name, None) is not None}

@@ -140,15 +140,20 @@ def trace_lines(trace: dict, show_source: bool = False) -> list[str]:
             lines.append(f"    {name}: {trace[key]}")
     if trace.get("error"):
         lines.append(f"    Error: {error_text(trace['error'])}")
-    if trace.get("retrieval"):
+    if trace.get("retrieval") and trace.get("passages"):
+        lines += ["", f"[retrieval] {trace['retrieval']}", *passage_lines(trace)]
+    elif trace.get("retrieval"):
         lines += ["", f"[retrieval] {trace['retrieval']}", f"    Retrieved {trace.get('edge_count') or 0} edge(s)"]
         lines += [f"    Seed {line}" for line in trace.get("seed_reasons") or []]
-    if trace.get("selection"):
+    if trace.get("selection") and trace.get("passages"):
+        lines += ["", f"[selection] {trace['selection']}", used_passages_line(trace)]
+    elif trace.get("selection"):
         lines += ["", f"[selection] {trace['selection']}", *selection_lines(trace, show_source)]
     if trace.get("answer"):
         lines += ["", f"[answer] {trace['answer']}"]
         if trace.get("outcome") == "no-answer":
             lines.append(NO_ANSWER_LINE)
+        lines += [line for span in trace.get("spans") or [] for line in span_lines(span)]
         lines += [f"    Unsupported: {one_line(sentence)}" for sentence in trace.get("unsupported") or []]
         if trace.get("answer_fallback"):
             lines.append(f"    Answer fallback: {trace['answer_fallback']}")
@@ -157,18 +162,52 @@ def trace_lines(trace: dict, show_source: bool = False) -> list[str]:
     return lines
 
 
+def passage_lines(trace: dict) -> list[str]:
+    """A document RAG retrieval: its query terms and each passage's chain and scores."""
+    from server.explain.provenance import format_chain
+
+    lines = [f"    Retrieved {len(trace['passages'])} passage(s) for: {', '.join(trace.get('query_terms') or [])}"]
+    for passage in trace["passages"]:
+        where = format_chain(passage["chain"]) if passage["chain"] else passage["chunk"]
+        lines.append(f"    {passage['rank']}. {where} (bm25 {passage['lexical']:.2f}, "
+                     f"cosine {passage['semantic']:.3f}, fused {passage['fused']:.4f})")
+    return lines
+
+
+def used_passages_line(trace: dict) -> str:
+    """``    Used 2 passage(s): 1, 3``: the retrieval ranks of the passages a document RAG answer used."""
+    used = [p["rank"] for p in trace["passages"] if p["selected"]]
+    return f"    Used {len(used)} passage(s): {', '.join(map(str, used)) or 'none'}"
+
+
+def span_lines(span: dict) -> list[str]:
+    """``Passage [1]: Chunk 4 (chars 120-388) → Page 2 → "Title"`` (the sentence's characters in its page)
+    and the quoted sentence."""
+    from server.explain.provenance import format_chain
+
+    chain = [dict(node) for node in span["chain"]]
+    if chain:
+        chain[0]["offset"] = (chain[0].get("offset") or 0) + span["offset"]
+        chain[0]["length"] = span["length"]
+    lines = [f"    Passage [{span['mark']}]: {format_chain(chain) if chain else span['chunk']}"]
+    if span.get("quote"):
+        lines.append(f"      “{one_line(span['quote'])}”")
+    return lines
+
+
 class StreamDisplay:
     """Renders GraphRAG messages (``GraphRagResponse.to_dict()``) as they arrive.
 
     ``fmt="text"``: explain blocks to ``err`` (when ``explainable``), the answer to ``out``.
     ``fmt="json"``: every message as one JSON line to ``out``.
-    ``show_source``: the selection block quotes the chunk of each chain.
+    ``show_source``: the selection block quotes the chunk of each chain. ``passages``: a document RAG stream,
+    whose retrieval, selection and answer blocks show passages and cited spans (read from its trace).
     """
 
     def __init__(self, out: TextIO, err: TextIO, lookup: TraceLookup, fmt: str = "text",
-                 explainable: bool = True, show_source: bool = False) -> None:
+                 explainable: bool = True, show_source: bool = False, passages: bool = False) -> None:
         self.out, self.err, self.lookup = out, err, lookup
-        self.fmt, self.explainable, self.show_source = fmt, explainable, show_source
+        self.fmt, self.explainable, self.show_source, self.passages = fmt, explainable, show_source, passages
         self._answer_open = False  # answer text written that does not end with a newline
         self._model: str | None = None  # from the session step's triples
         self._one_screen = _one_screen(out, err)
@@ -209,7 +248,9 @@ class StreamDisplay:
         lines = [f"[{kind}] {iri}"]
         if kind == "session" and triples:
             self._model = StepTriples(triples).value(iri, TG + "model")
-        if kind == "selection":
+        if self.passages and kind in ("retrieval", "selection", "answer"):
+            lines += self._passage_block(kind, iri)
+        elif kind == "selection":
             lines += self._selection(iri, triples)
         if kind == "answer" and triples:
             step = StepTriples(triples)
@@ -236,6 +277,20 @@ class StreamDisplay:
         if trace is None:
             return ["    (details unavailable: no trace for this session)"]
         return selection_lines(trace, self.show_source)
+
+    def _passage_block(self, kind: str, iri: str) -> list[str]:
+        """A document RAG block, from the trace: the passages retrieved, those used, or the cited spans."""
+        try:
+            trace = self.lookup(iri)
+        except TraceUnavailable as exc:
+            return [f"    (details unavailable: {exc})"]
+        if trace is None:
+            return ["    (details unavailable: no trace for this session)"]
+        if kind == "retrieval":
+            return passage_lines(trace)
+        if kind == "selection":
+            return [used_passages_line(trace)]
+        return [line for span in trace.get("spans") or [] for line in span_lines(span)]
 
     def _close_answer(self) -> None:
         if self.fmt == "text" and self._answer_open:

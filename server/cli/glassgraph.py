@@ -349,6 +349,7 @@ def cmd_backup(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_reindex(args: argparse.Namespace, config: Config) -> int:
     from server.rag.label_index import LabelIndex
+    from server.rag.passage_index import make_passage_index
 
     store = _open_existing(config)
     names = [c["collection"] for c in store.collections()]
@@ -356,8 +357,15 @@ def cmd_reindex(args: argparse.Namespace, config: Config) -> int:
         if args.collection not in names:
             raise NotFound(f"no collection {args.collection!r} (collections: {', '.join(names) or 'none'})")
         names = [args.collection]
-    index = LabelIndex(store)
-    print(_table(("COLLECTION", "LABELS"), [(name, index.rebuild(name)) for name in names]))
+    index, passages = LabelIndex(store), make_passage_index(store, config)
+    if passages.adopt_embedder():
+        print(f"the passage index held another model's vectors: every passage is embedded again with "
+              f"{passages.embedder.name}", file=sys.stderr)
+    rows = []
+    for name in names:
+        passages.sync(name, force=True)
+        rows.append((name, index.rebuild(name), passages.count(name)))
+    print(_table(("COLLECTION", "LABELS", "PASSAGES"), rows))
     return EXIT_OK
 
 
@@ -489,9 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
              "does it when it opens the store; running it again changes nothing)", "glassgraph migrate")
 
     reindex = _command(sub, "reindex", cmd_reindex,
-                       "rebuild the label index (entity lookup) of one or every collection and report its size; "
-                       "the index lives in each process's memory, so a running server keeps its own, rebuilt "
-                       "after every load",
+                       "rebuild the label index (entity lookup) of one or every collection and bring its passage "
+                       "index (document RAG) in step with the store, embedding what it lacks, and report their "
+                       "sizes; the label index lives in each process's memory, so a running server keeps its "
+                       "own, rebuilt after every load",
                        "glassgraph reindex -C movies")
     reindex.add_argument("-C", "--collection", help="only this collection (default: all)")
     return parser

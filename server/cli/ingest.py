@@ -70,6 +70,7 @@ def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[]
     except ValueError as exc:
         args.command_parser.error(str(exc))
     ids = check_files(args.files, config.max_document_bytes, args.collection)
+    from server.rag.passage_index import make_passage_index
     from server.rag.providers import llm_ready, make_extractor
 
     quiet_libraries()
@@ -78,7 +79,7 @@ def run_ingest(args: argparse.Namespace, config: Config, open_store: Callable[[]
         print("note: no LLM configured (GLASSGRAPH_LLM=offline): documents are stored and their chunks linked to "
               "the entities they mention; no new relationships are extracted", file=sys.stderr)
     store = open_store()
-    ingester = Ingester(store, LabelIndex(store), llm)
+    ingester = Ingester(store, LabelIndex(store), llm, make_passage_index(store, config))
     done_before = sum(existing_document(store, args.collection, doc_id) is not None for doc_id in ids)
     if done_before and done_before < len(args.files) and not args.replace:
         print(f"resuming: {done_before} of {len(args.files)} file(s) are already in collection {args.collection!r}",

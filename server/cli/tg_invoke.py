@@ -1,4 +1,5 @@
-"""``tg-invoke-graph-rag``: ask a Glassgraph server a question over HTTP, streaming the answer.
+"""``tg-invoke-graph-rag`` and ``tg-invoke-document-rag``: ask a Glassgraph server a question over HTTP
+(GraphRAG, or document RAG from the passages of its documents), streaming the answer.
 
 Exit codes: 0 success, 1 the server reported an error, 2 usage, 3 cannot connect.
 Imports neither the store nor the retriever: it needs only ``requests``.
@@ -42,13 +43,31 @@ environment: GLASSGRAPH_URL (default server URL), GLASSGRAPH_TOKEN (bearer token
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+DOCUMENT_PROG = "tg-invoke-document-rag"
+DOCUMENT_EPILOG = """\
+examples:
+  tg-invoke-document-rag -C notes -q "When was the Suez Canal completed?"
+  tg-invoke-document-rag -C notes --explainable -q "When was the Suez Canal completed?"
+
+With --explainable the explain events go to stderr: [retrieval] with each passage's chain and scores,
+[selection] with the passages used, [answer] with each cited sentence's span
+(Passage [1]: Chunk 4 (chars 120-388) → Page 2 → "Title") and the sentence quoted.
+
+exit codes: 0 success, 1 the server reported an error, 2 usage, 3 cannot connect to the server
+environment: GLASSGRAPH_URL (default server URL), GLASSGRAPH_TOKEN (bearer token)
+"""
+
+
+def build_parser(documents: bool = False) -> argparse.ArgumentParser:
+    """The parser of ``tg-invoke-graph-rag``, or with ``documents`` of ``tg-invoke-document-rag``."""
     parser = argparse.ArgumentParser(
-        prog=PROG, description="Ask a Glassgraph server a question with GraphRAG.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog=DOCUMENT_PROG if documents else PROG,
+        description="Ask a Glassgraph server a question " + ("from its documents' passages." if documents
+                                                            else "with GraphRAG."),
+        epilog=DOCUMENT_EPILOG if documents else EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-u", "--url", default=os.environ.get("GLASSGRAPH_URL") or DEFAULT_URL,
                         help=f"server URL (default: $GLASSGRAPH_URL or {DEFAULT_URL})")
-    add_query_arguments(parser)
+    add_query_arguments(parser, documents=documents)
     parser.add_argument("--no-streaming", action="store_true", help="wait for the whole answer in one response")
     parser.add_argument("-t", "--token", default=os.environ.get("GLASSGRAPH_TOKEN") or None,
                         help="bearer token (default: $GLASSGRAPH_TOKEN)")
@@ -102,14 +121,15 @@ class Client:
         return f"{status}: {error_text(detail)}" if detail else status
 
     def graph_rag(self, question: str, collection: str | None, explainable: bool, streaming: bool,
-                  limits: dict[str, int]) -> Iterator[dict]:
+                  limits: dict[str, int], path: str = "/api/graph-rag") -> Iterator[dict]:
         """The messages of one GraphRAG query (a non-streaming answer is turned into messages too);
-        ``collection`` None asks the server's default collection."""
+        ``collection`` None asks the server's default collection; ``path`` ``/api/document-rag`` asks
+        the documents instead."""
         body = {"query": question, "explainable": explainable, "streaming": streaming, **limits}
         if collection is not None:
             body["collection"] = collection
         accept = "application/x-ndjson" if streaming else "application/json"
-        response = self._request("POST", "/api/graph-rag", json=body, headers={"Accept": accept}, stream=streaming)
+        response = self._request("POST", path, json=body, headers={"Accept": accept}, stream=streaming)
         content_type = response.headers.get("Content-Type", "")
         if not streaming or content_type.startswith("application/json"):
             yield from self._answer_messages(self._json(response))
@@ -191,23 +211,29 @@ def _sse(lines: Iterator[str]) -> Iterator[dict]:
         yield _message("\n".join(data))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, documents: bool = False) -> int:
+    parser = build_parser(documents)
     args = parser.parse_args(argv)
     check_question(parser, args)
     parts = urlsplit(args.url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         parser.error(f"not an http(s) URL: {args.url!r}")
-    return run_tool(PROG, lambda: _ask(args))
+    return run_tool(parser.prog, lambda: _ask(args, documents))
 
 
-def _ask(args: argparse.Namespace) -> int:
+def main_documents(argv: list[str] | None = None) -> int:
+    """``tg-invoke-document-rag``."""
+    return main(argv, documents=True)
+
+
+def _ask(args: argparse.Namespace, documents: bool) -> int:
     """Ask the server and display its answer."""
     client = Client(args.url, args.token)
     explainable = explain_wanted(args)
-    display = StreamDisplay(sys.stdout, sys.stderr, client.trace, args.format, explainable, args.show_source)
+    display = StreamDisplay(sys.stdout, sys.stderr, client.trace, args.format, explainable, args.show_source,
+                            passages=documents)
     display.run(client.graph_rag(args.question, args.collection, explainable, not args.no_streaming,
-                                 limits_of(args)))
+                                 limits_of(args), "/api/document-rag" if documents else "/api/graph-rag"))
     return EXIT_OK
 
 

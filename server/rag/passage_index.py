@@ -9,7 +9,7 @@ store on its first search in a process, and again after a write into it: one lis
 has dropped, in one sqlite transaction, so an index is never half-written (an embeddings server that
 fails adds nothing). An ingest adds its own chunks, embedded before the store write (:meth:`add`), and
 needs no listing. Vectors of one model only: the index records the embedder's name and refuses another
-(``glassgraph reindex`` rebuilds it).
+(``glassgraph reindex`` embeds every passage again).
 
 Search: the question's content words as an FTS5 ``OR`` query (porter stems; the chunk's document and
 section titles count at half weight), and the question's vector against the collection's matrix (held
@@ -168,7 +168,10 @@ class PassageIndex:
         """The vectors of chunks about to be written (an ingest embeds before it writes: a failure stores
         nothing)."""
         self._check_embedder()
-        return self.embedder.embed([f"{row.heading}\n{row.text}" for row in rows])
+        vectors = self.embedder.embed([f"{row.heading}\n{row.text}" for row in rows])
+        with self._lock:
+            self._check_dimensions(vectors)
+        return vectors
 
     def add(self, collection: str, rows: list[PassageRow], vectors: np.ndarray,
             replaced_document: str | None = None) -> None:
@@ -204,7 +207,7 @@ class PassageIndex:
             elif found[0] != self.embedder.name:
                 raise EmbeddingsFailed(f"the passage index {self.path} holds vectors of {found[0]}, not of the "
                                        f"configured {self.embedder.name} (GLASSGRAPH_EMBEDDINGS): run "
-                                       "'glassgraph reindex --passages' to embed every passage again")
+                                       "'glassgraph reindex' to embed every passage again")
 
     def _texts(self, collection: str, chunks: list[str], documents: dict[str, str]) -> list[PassageRow]:
         rows = []
@@ -222,13 +225,7 @@ class PassageIndex:
             return
         if vectors is None or vectors.shape[0] != len(rows):
             raise EmbeddingsFailed(f"{len(rows)} passages, {0 if vectors is None else vectors.shape[0]} vectors")
-        found = self._db.execute("SELECT value FROM meta WHERE key = 'dimensions'").fetchone()
-        if found is None:
-            self._db.execute("INSERT INTO meta VALUES ('dimensions', ?)", (str(vectors.shape[1]),))
-        elif int(found[0]) != vectors.shape[1]:
-            raise EmbeddingsFailed(f"the embedder {self.embedder.name} answered vectors of {vectors.shape[1]} "
-                                   f"dimensions; the passage index holds {found[0]}: check "
-                                   "GLASSGRAPH_EMBEDDINGS_MODEL, or run 'glassgraph reindex --passages'")
+        self._check_dimensions(vectors)
         for row, vector in zip(rows, vectors.astype(np.float32), strict=True):
             cursor = self._db.execute(
                 "INSERT INTO passage(collection, chunk, document, heading, text, vector) VALUES (?, ?, ?, ?, ?, ?) "
@@ -238,6 +235,16 @@ class PassageIndex:
             if inserted is not None:
                 self._db.execute("INSERT INTO fts(rowid, heading, text) VALUES (?, ?, ?)",
                                  (inserted[0], row.heading, row.text))
+
+    def _check_dimensions(self, vectors: np.ndarray) -> None:
+        """:class:`EmbeddingsFailed` for vectors of another size than the index holds (callers hold the lock)."""
+        found = self._db.execute("SELECT value FROM meta WHERE key = 'dimensions'").fetchone()
+        if found is None:
+            self._db.execute("INSERT INTO meta VALUES ('dimensions', ?)", (str(vectors.shape[1]),))
+        elif int(found[0]) != vectors.shape[1]:
+            raise EmbeddingsFailed(f"the embedder {self.embedder.name} answered vectors of {vectors.shape[1]} "
+                                   f"dimensions; the passage index holds {found[0]}: check "
+                                   "GLASSGRAPH_EMBEDDINGS_MODEL, or run 'glassgraph reindex'")
 
     def _delete(self, ids: list[int]) -> None:
         for start in range(0, len(ids), _BATCH):
@@ -258,12 +265,18 @@ class PassageIndex:
         with self._lock:
             return self._db.execute(sql, parameters).fetchall()
 
-    def clear(self) -> None:
-        """Forget every passage and the embedder's name (``glassgraph reindex --passages`` then syncs anew)."""
+    def adopt_embedder(self) -> bool:
+        """Drop every passage when the index holds another model's vectors (``glassgraph reindex`` then
+        embeds them again with the configured one); whether it did."""
         with self._lock:
-            self._db.executescript("DELETE FROM passage; INSERT INTO fts(fts) VALUES ('delete-all'); DELETE FROM meta;")
+            found = self._db.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
+            if found is None or found[0] == self.embedder.name:
+                return False
+            self._db.executescript("BEGIN; DELETE FROM passage; INSERT INTO fts(fts) VALUES ('delete-all'); "
+                                   "DELETE FROM meta; COMMIT;")
         self._matrices.clear()
         self._synced.clear()
+        return True
 
     def count(self, collection: str) -> int:
         """Passages indexed for ``collection``."""

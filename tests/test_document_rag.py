@@ -1,0 +1,220 @@
+"""Document RAG: documents ingested over HTTP, then asked through /api/document-rag (offline); the trace's
+passages and cited spans read back; deleted documents never retrieved again; an embeddings server that is
+down or answers vectors of another size is a clear error, at ingest with nothing written."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from flask.testing import FlaskClient
+
+from server.config import Config
+from server.errors import EmbeddingsFailed
+from server.http.app import create_app
+from server.ingest.catalog import list_documents
+from server.ingest.documents import Ingester
+from server.rag.label_index import LabelIndex
+from server.rag.passage_embedders import OpenAIEmbedder
+from server.rag.passage_index import PassageIndex
+from server.store import GraphStore
+
+TOKEN = "secret"
+CANAL = ("Egypt's history is long. The Suez Canal was completed in 1869. It made Egypt a hub of trade. "
+         "Britain seized control of the government in 1882.")
+ALPS = "Switzerland is mostly mountains. The Alps cover the south of the country and the Jura the northwest."
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[FlaskClient]:
+    app = create_app(Config(store_path=str(tmp_path / "store"), load_sample=False, query_workers=0, token=TOKEN))
+    yield app.test_client()
+
+
+def ingest(client: FlaskClient, text: str, name: str) -> dict:
+    response = client.post("/api/collections/docs/documents", data=text.encode(), query_string={"name": name},
+                           headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "text/plain"})
+    assert response.status_code == 202, response.get_data(as_text=True)
+    url = response.get_json()["url"]
+    deadline = time.monotonic() + 60
+    while (status := client.get(url).get_json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.05)
+    assert status["status"] == "ingested", status
+    return status
+
+
+def ask(client: FlaskClient, question: str) -> dict:
+    response = client.post("/api/document-rag", json={"query": question, "collection": "docs", "streaming": False})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return response.get_json()
+
+
+def test_an_ingested_document_answers_with_the_span_it_rests_on(client: FlaskClient) -> None:
+    ingest(client, CANAL, "egypt.txt")
+    ingest(client, ALPS, "alps.txt")
+    result = ask(client, "When was the Suez Canal completed?")
+    assert result["outcome"] == "answered"
+    assert result["answer"] == "The Suez Canal was completed in 1869 [1]."
+    assert result["explain_kinds"] == ["session", "retrieval", "selection", "answer"]
+    trace = client.get("/api/explain", query_string={"id": result["session"]}).get_json()
+    assert trace["status"] == "answered" and trace["question"] == "When was the Suez Canal completed?"
+    assert trace["query_terms"] == ["Canal", "Suez", "completed"]
+    [span] = trace["spans"]
+    assert span["mark"] == 1 and span["quote"] == "The Suez Canal was completed in 1869."
+    assert span["offset"] == CANAL.index("The Suez") and span["length"] == len(span["quote"])
+    assert [node["type"] for node in span["chain"]] == ["Chunk", "Page", "Document"]
+    assert span["chain"][-1]["title"] == "egypt.txt"
+    assert [p["rank"] for p in trace["passages"]] == [1, 2]  # both documents retrieved, ranked
+    assert trace["passages"][0]["chunk"] == span["chunk"] and trace["passages"][0]["selected"]
+    assert not trace["passages"][1]["selected"]
+    assert trace["passages"][0]["lexical"] > 0 and trace["passages"][0]["fused"] > trace["passages"][1]["fused"]
+
+
+def test_a_question_the_documents_do_not_answer_is_no_answer(client: FlaskClient) -> None:
+    ingest(client, CANAL, "egypt.txt")
+    result = ask(client, "Who won the 1998 World Cup?")
+    assert (result["outcome"], result["answer"]) == ("no-answer", "The documents do not answer this question.")
+
+
+def test_a_deleted_document_is_never_retrieved_and_its_new_version_is(client: FlaskClient) -> None:
+    old = ingest(client, CANAL, "egypt.txt")
+    assert ask(client, "When was the Suez Canal completed?")["outcome"] == "answered"
+    new = ingest(client, CANAL.replace("1869", "1870"), "egypt.txt")  # a new version, then the old one goes
+    deleted = client.delete(f"/api/collections/docs/documents/{old['id']}",
+                            headers={"Authorization": f"Bearer {TOKEN}"})
+    assert deleted.status_code in (200, 204), deleted.get_data(as_text=True)
+    result = ask(client, "When was the Suez Canal completed?")
+    assert result["answer"] == "The Suez Canal was completed in 1870 [1]."
+    trace = client.get("/api/explain", query_string={"id": result["session"]}).get_json()
+    assert {p["chunk"].split("/p")[0] for p in trace["passages"]} == {new["iri"]}
+    client.delete(f"/api/collections/docs/documents/{new['id']}", headers={"Authorization": f"Bearer {TOKEN}"})
+    ingest(client, ALPS, "alps.txt")  # the collection stays, the canal goes
+    trace = client.get("/api/explain", query_string={
+        "id": ask(client, "When was the Suez Canal completed?")["session"]}).get_json()
+    assert all("Suez" not in (p["chain"][0]["text"] or "") for p in trace["passages"])
+
+
+class _Embeddings:
+    """An OpenAI-compatible /v1/embeddings server on loopback answering vectors of ``dimensions``."""
+
+    def __init__(self) -> None:
+        self.dimensions = 8
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                data = [{"object": "embedding", "index": i,
+                         "embedding": [float(len(text) % 7 + 1)] + [0.5] * (owner.dimensions - 1)}
+                        for i, text in enumerate(body["input"])]
+                payload = json.dumps({"object": "list", "data": data, "model": body["model"],
+                                      "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+
+@pytest.fixture
+def embeddings() -> Iterator[_Embeddings]:
+    server = _Embeddings()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def _ingester(store: GraphStore, url: str, tmp_path: Path) -> tuple[Ingester, PassageIndex]:
+    config = Config(embeddings="openai", embeddings_base_url=url, embeddings_model="tiny", embeddings_timeout_s=5)
+    index = PassageIndex(store, OpenAIEmbedder(config), str(tmp_path / "passages.sqlite"))
+    return Ingester(store, LabelIndex(store), None, index), index
+
+
+def test_an_embeddings_server_that_is_down_fails_the_ingest_with_nothing_written(tmp_path: Path) -> None:
+    store = GraphStore(tmp_path / "store")
+    ingester, index = _ingester(store, "http://127.0.0.1:9/v1", tmp_path)  # the discard port: refused
+    with pytest.raises(EmbeddingsFailed, match="the embeddings server http://127.0.0.1:9/v1 failed"):
+        ingester.ingest(CANAL.encode(), "docs", name="egypt.txt")
+    assert list_documents(store, "docs") == [] and index.count("docs") == 0
+
+
+def test_vectors_of_another_size_fail_at_ingest_and_at_question_time(tmp_path: Path,
+                                                                     embeddings: _Embeddings) -> None:
+    store = GraphStore(tmp_path / "store")
+    ingester, index = _ingester(store, embeddings.url, tmp_path)
+    ingester.ingest(CANAL.encode(), "docs", name="egypt.txt")
+    assert index.count("docs") == 1 and index.search("docs", "Suez Canal", 1)[0].chunk.endswith("/p1/c1")
+    embeddings.dimensions = 4
+    with pytest.raises(EmbeddingsFailed, match="vectors of 4 dimensions; the passage index holds 8"):
+        ingester.ingest(ALPS.encode(), "docs", name="alps.txt")
+    assert [d["title"] for d in list_documents(store, "docs")] == ["egypt.txt"] and index.count("docs") == 1
+    with pytest.raises(EmbeddingsFailed, match="a vector of 4 dimensions for the question; the passage index holds 8"):
+        index.search("docs", "Suez Canal", 1)
+
+
+def test_the_cli_ingest_indexes_passages_beside_the_store_and_reindex_counts_them(tmp_path: Path) -> None:
+    from tests.test_cli import GLASSGRAPH, run
+
+    (tmp_path / "egypt.txt").write_text(CANAL, encoding="utf-8")
+    env = {"GLASSGRAPH_STORE": str(tmp_path / "store"), "GLASSGRAPH_LOAD_SAMPLE": "0"}
+    result = run(GLASSGRAPH, "ingest", str(tmp_path / "egypt.txt"), "-C", "docs", env=env)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "store.passages.sqlite").is_file()
+    reindexed = run(GLASSGRAPH, "reindex", "-C", "docs", env=env)
+    assert reindexed.returncode == 0, reindexed.stderr
+    assert reindexed.stdout.split()[-3:] == ["docs", "0", "1"]  # no labels (no LLM), one passage
+    store = GraphStore(tmp_path / "store")
+    index = PassageIndex(store, OpenAIEmbedder(Config(embeddings="openai", embeddings_base_url="http://127.0.0.1:9/v1")),
+                         str(tmp_path / "store.passages.sqlite"))
+    with pytest.raises(EmbeddingsFailed, match="holds vectors of wordllama/l2_supercat/256, not of the configured "
+                                               "openai/text-embedding-3-small"):
+        index.search("docs", "Suez", 1)
+
+
+def test_glassgraph_explain_prints_the_passages_and_the_cited_sentence(client: FlaskClient) -> None:
+    from server.cli.display import trace_lines
+
+    ingest(client, CANAL, "egypt.txt")
+    result = ask(client, "When was the Suez Canal completed?")
+    lines = trace_lines(client.get("/api/explain", query_string={"id": result["session"]}).get_json())
+    start = CANAL.index("The Suez")
+    assert "    Retrieved 1 passage(s) for: Canal, Suez, completed" in lines
+    assert f'    Passage [1]: Chunk 1 (chars {start}-{start + 37}) → Page 1 → "egypt.txt"' in lines
+    assert "      “The Suez Canal was completed in 1869.”" in lines
+    assert "    Used 1 passage(s): 1" in lines
+
+
+def test_tg_invoke_document_rag_prints_the_answer_and_the_cited_span(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from werkzeug.serving import make_server
+
+    from server.cli.tg_invoke import main_documents
+
+    app = create_app(Config(store_path=str(tmp_path / "store"), load_sample=False, query_workers=0, token=TOKEN))
+    ingest(app.test_client(), CANAL, "egypt.txt")
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        assert main_documents(["-u", url, "-C", "docs", "-x", "-q", "When was the Suez Canal completed?"]) == 0
+        out, err = capsys.readouterr()
+        assert out == "The Suez Canal was completed in 1869 [1].\n"
+        start = CANAL.index("The Suez")
+        assert f'    Passage [1]: Chunk 1 (chars {start}-{start + 37}) → Page 1 → "egypt.txt"' in err.splitlines()
+        assert "    Used 1 passage(s): 1" in err.splitlines()
+        assert main_documents(["-u", url, "-C", "nosuch", "-q", "Anything?"]) == 1
+        assert "no collection 'nosuch'" in capsys.readouterr().err
+    finally:
+        server.shutdown()
