@@ -218,3 +218,13 @@ def test_tg_invoke_document_rag_prints_the_answer_and_the_cited_span(tmp_path: P
         assert "no collection 'nosuch'" in capsys.readouterr().err
     finally:
         server.shutdown()
+
+
+def test_the_trace_as_rdf_holds_the_passages_and_spans(client: FlaskClient) -> None:
+    ingest(client, CANAL, "egypt.txt")
+    session = ask(client, "When was the Suez Canal completed?")["session"]
+    turtle = client.get("/api/explain", query_string={"id": session},
+                        headers={"Accept": "application/n-triples"}).get_data(as_text=True)
+    uuid = session.rsplit(":", 1)[1]
+    assert f"<urn:trustgraph:prov:passage:{uuid}:1> <https://trustgraph.ai/ns/fusedScore>" in turtle
+    assert f"<urn:trustgraph:prov:span:{uuid}:1> <https://trustgraph.ai/ns/charOffset>" in turtle

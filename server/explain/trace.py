@@ -18,9 +18,10 @@ def trace_quads(store: StoreBackend, trace: dict) -> list[Quad]:
     librarian."""
     graph = store.explain_graph
     subjects = [trace[k] for k in ("session", "retrieval", "selection", "answer") if trace.get(k)]
-    if trace.get("selection"):
-        subjects += [q.object.value for q in store.quads(NamedNode(trace["selection"]), vocab.TG.selectedEdge,
-                                                         graph=graph)]
+    for key, link in (("selection", vocab.TG.selectedEdge), ("retrieval", vocab.TG.retrievedPassage),
+                      ("answer", vocab.TG.citedSpan)):  # the nodes an entity lists: edges, passages, spans
+        if trace.get(key):
+            subjects += [q.object.value for q in store.quads(NamedNode(trace[key]), link, graph=graph)]
     quads = [q for s in subjects for q in store.quads(NamedNode(s), graph=graph)]
     session_id = vocab.session_id_of(trace["session"])
     if session_id:
