@@ -270,22 +270,24 @@ class StreamDisplay:
             view = selection_view(iri, triples, self._model)
             if all(edge["sources"] for edge in view["edges"]):
                 return selection_lines(view)
+        trace, unavailable = self._trace(iri)
+        return unavailable or selection_lines(trace, self.show_source)
+
+    def _trace(self, iri: str) -> tuple[dict, list[str]]:
+        """The trace of ``iri``'s session, or an empty one and the line saying why there is none."""
         try:
             trace = self.lookup(iri)
         except TraceUnavailable as exc:
-            return [f"    (details unavailable: {exc})"]
+            return {}, [f"    (details unavailable: {exc})"]
         if trace is None:
-            return ["    (details unavailable: no trace for this session)"]
-        return selection_lines(trace, self.show_source)
+            return {}, ["    (details unavailable: no trace for this session)"]
+        return trace, []
 
     def _passage_block(self, kind: str, iri: str) -> list[str]:
         """A document RAG block, from the trace: the passages retrieved, those used, or the cited spans."""
-        try:
-            trace = self.lookup(iri)
-        except TraceUnavailable as exc:
-            return [f"    (details unavailable: {exc})"]
-        if trace is None:
-            return ["    (details unavailable: no trace for this session)"]
+        trace, unavailable = self._trace(iri)
+        if unavailable:
+            return unavailable
         if kind == "retrieval":
             return passage_lines(trace)
         if kind == "selection":
