@@ -50,13 +50,19 @@ class Runtime:
         self._document_rag: DocumentRag | None = None
         self._jobs: IngestJobs | None = None
         self._llm_error = ""  # why there is no pipeline
+        self._embeddings_error = ""  # why there is no passage index (document RAG only)
+        passages = None
+        try:
+            passages = make_passage_index(store, config)
+        except EmbeddingsFailed as exc:
+            self._embeddings_error = str(exc)
         try:
             self._rag = llm_ready(lambda: make_graph_rag(store, config))
-            passages = make_passage_index(store, config)
-            self._document_rag = DocumentRag(store, passages, self._rag.llm, config.check_answers)
+            if passages is not None:
+                self._document_rag = DocumentRag(store, passages, self._rag.llm, config.check_answers)
             self._jobs = IngestJobs(Ingester(store, self._rag.retriever.index,
                                              llm_ready(lambda: make_extractor(config)), passages))
-        except (LLMFailed, EmbeddingsFailed) as exc:
+        except LLMFailed as exc:
             self._llm_error = str(exc)
 
     @property
@@ -68,9 +74,12 @@ class Runtime:
 
     @property
     def document_rag(self) -> DocumentRag:
-        """The document RAG pipeline; :class:`LLMFailed` or :class:`EmbeddingsFailed` as for the pipeline."""
-        if self._document_rag is None:
+        """The document RAG pipeline; :class:`LLMFailed` as for the pipeline, :class:`EmbeddingsFailed` when the
+        embeddings setting cannot work (documents are then ingested without passages)."""
+        if self._rag is None:
             raise LLMFailed(self._llm_error)
+        if self._document_rag is None:
+            raise EmbeddingsFailed(self._embeddings_error)
         return self._document_rag
 
     @property

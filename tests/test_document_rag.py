@@ -228,3 +228,18 @@ def test_the_trace_as_rdf_holds_the_passages_and_spans(client: FlaskClient) -> N
     uuid = session.rsplit(":", 1)[1]
     assert f"<urn:trustgraph:prov:passage:{uuid}:1> <https://trustgraph.ai/ns/fusedScore>" in turtle
     assert f"<urn:trustgraph:prov:span:{uuid}:1> <https://trustgraph.ai/ns/charOffset>" in turtle
+
+
+def test_chunks_deleted_by_a_sparql_update_are_never_retrieved_again(client: FlaskClient) -> None:
+    ingest(client, CANAL, "egypt.txt")
+    ingest(client, ALPS, "alps.txt")
+    assert ask(client, "When was the Suez Canal completed?")["outcome"] == "answered"
+    update = ("DELETE WHERE { GRAPH <urn:trustgraph:graph:docs:source> { ?c a <https://trustgraph.ai/ns/Chunk> ; "
+              "<http://www.w3.org/ns/prov#wasDerivedFrom> ?p . ?p <http://www.w3.org/ns/prov#wasDerivedFrom> ?d . "
+              "?d <http://purl.org/dc/elements/1.1/title> 'egypt.txt' } }")
+    response = client.post("/sparql", data={"update": update}, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code in (200, 204), response.get_data(as_text=True)
+    trace = client.get("/api/explain", query_string={
+        "id": ask(client, "When was the Suez Canal completed?")["session"]}).get_json()
+    assert trace["outcome"] == "no-answer"
+    assert [p["chain"][-1]["title"] for p in trace["passages"]] == ["alps.txt"]

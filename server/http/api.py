@@ -49,7 +49,7 @@ def _answer_slot(runtime: Runtime) -> threading.BoundedSemaphore:
     the response is closed.
     """
     if not runtime.answer_slots.acquire(blocking=False):
-        raise Busy(f"{runtime.config.max_answers} GraphRAG answers are already in progress "
+        raise Busy(f"{runtime.config.max_answers} answers (GraphRAG or document RAG) are already in progress "
                    "(GLASSGRAPH_MAX_ANSWERS): try again shortly", {"Retry-After": "2"})
     return runtime.answer_slots
 

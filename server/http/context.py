@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from flask import current_app, request
 from pyoxigraph import DefaultGraph, NamedNode
 
+from server import vocab
 from server.config import Config
 from server.http.query_workers import QueryWorkers
 from server.http.write_gate import write_refusal
@@ -49,7 +50,7 @@ def public_url(path: str | None = None) -> str:
 
 
 def notify_written(graphs: Iterable[NamedNode | DefaultGraph] | None = None) -> None:
-    """Tell the store's listeners (label index, label cache) which collections changed.
+    """Tell the store's listeners (label index, label cache, passage index) which collections changed.
 
     ``None`` (graphs unknown) invalidates every collection. Invalidation is lazy, but the next
     GraphRAG question then rebuilds the collection's label index (88 ms on the sample), so a write
@@ -57,10 +58,14 @@ def notify_written(graphs: Iterable[NamedNode | DefaultGraph] | None = None) -> 
     """
     store = current_store()
     graphs = store.named_graphs() if graphs is None else graphs
+    changed: list[str] = []
     for name in graphs:
-        collection = store.collection_of(name) if isinstance(name, NamedNode) else None
-        if collection is not None:
-            store.notify_loaded(collection)
+        if name == vocab.LIBRARIAN_GRAPH:  # texts of any collection's chunks (the passage index reads them)
+            changed += [entry["collection"] for entry in store.collections()]
+        elif isinstance(name, NamedNode):  # a knowledge graph, or a provenance graph (``...:source``)
+            changed.append(store.collection_of(NamedNode(name.value.removesuffix(":source"))))
+    for collection in dict.fromkeys(c for c in changed if c is not None):
+        store.notify_loaded(collection)
 
 
 def require_write_access() -> None:

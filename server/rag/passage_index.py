@@ -7,8 +7,9 @@ beside the store directory), so vectors computed once survive restarts. A collec
 store on its first search in a process, and again after a write into it: one listing of its chunks
 (``sparql/passage_chunks.rq``), the chunks the index lacks embedded and added, those the store no longer
 has dropped, in one sqlite transaction, so an index is never half-written (an embeddings server that
-fails adds nothing). An ingest adds its own chunks, embedded before the store write (:meth:`add`), and
-needs no listing. Vectors of one model only: the index records the embedder's name and refuses another
+fails adds nothing). An ingest adds its own chunks, embedded before the store write (:meth:`add`); its
+write still marks the collection, so the next search lists it once (and finds nothing to add). Vectors of
+one model only: the index records the embedder's name and refuses another
 (``glassgraph reindex`` embeds every passage again).
 
 Search: the question's content words as an FTS5 ``OR`` query (porter stems; the chunk's document and
@@ -179,7 +180,7 @@ class PassageIndex:
         held of ``replaced_document``, in one transaction, right after the store write. Should the index
         refuse (a full disk), the collection is synced whole at its next search instead."""
         try:
-            with self._lock:
+            with self._sync_locks.setdefault(collection, threading.Lock()), self._lock:  # not beside a sync
                 self._db.execute("BEGIN")
                 try:
                     if replaced_document:
