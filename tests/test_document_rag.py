@@ -243,3 +243,16 @@ def test_chunks_deleted_by_a_sparql_update_are_never_retrieved_again(client: Fla
         "id": ask(client, "When was the Suez Canal completed?")["session"]}).get_json()
     assert trace["outcome"] == "no-answer"
     assert [p["chain"][-1]["title"] for p in trace["passages"]] == ["alps.txt"]
+
+
+def test_a_collection_whose_name_contains_another_s_keeps_its_passages_apart(tmp_path: Path) -> None:
+    from server.rag.passage_embedders import LocalEmbedder
+
+    store = GraphStore(tmp_path / "store")
+    index = PassageIndex(store, LocalEmbedder(), str(tmp_path / "passages.sqlite"))
+    ingester = Ingester(store, LabelIndex(store), None, index)
+    ingester.ingest(CANAL.encode(), "docs-b", name="egypt.txt")  # its name holds the token "docs"
+    ingester.ingest(ALPS.encode(), "docs", name="alps.txt")
+    found = index.search("docs", "When was the Suez Canal completed?", 5)
+    assert [p.document for p in found] == [d["iri"] for d in list_documents(store, "docs")]
+    assert all(p.lexical_rank is None for p in found)  # no word of the question is in the Alps text
