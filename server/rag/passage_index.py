@@ -155,7 +155,7 @@ class PassageIndex:
             held = dict(self._rows("SELECT chunk, id FROM passage WHERE collection = ?", (collection,)))
             new = sorted(set(listed) - set(held))
             rows = self._texts(collection, new, listed)
-            vectors = self.embedder.embed([f"{row.heading}\n{row.text}" for row in rows]) if rows else None
+            vectors = self.embed_rows(rows) if rows else None
             gone = [held[chunk] for chunk in set(held) - set(listed)]
             with self._lock:
                 self._db.execute("BEGIN")
