@@ -4,6 +4,7 @@ down or answers vectors of another size is a clear error, at ingest with nothing
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -19,8 +20,8 @@ from server.http.app import create_app
 from server.ingest.catalog import list_documents
 from server.ingest.documents import Ingester
 from server.rag.label_index import LabelIndex
-from server.rag.passage_embedders import OpenAIEmbedder
-from server.rag.passage_index import PassageIndex
+from server.rag.passage_embedders import LocalEmbedder, OpenAIEmbedder
+from server.rag.passage_index import COMMON_FLOOR, PassageIndex, PassageRow
 from server.store import GraphStore
 
 TOKEN = "secret"
@@ -246,8 +247,6 @@ def test_chunks_deleted_by_a_sparql_update_are_never_retrieved_again(client: Fla
 
 
 def test_a_collection_whose_name_contains_another_s_keeps_its_passages_apart(tmp_path: Path) -> None:
-    from server.rag.passage_embedders import LocalEmbedder
-
     store = GraphStore(tmp_path / "store")
     index = PassageIndex(store, LocalEmbedder(), str(tmp_path / "passages.sqlite"))
     ingester = Ingester(store, LabelIndex(store), None, index)
@@ -256,3 +255,32 @@ def test_a_collection_whose_name_contains_another_s_keeps_its_passages_apart(tmp
     found = index.search("docs", "When was the Suez Canal completed?", 5)
     assert [p.document for p in found] == [d["iri"] for d in list_documents(store, "docs")]
     assert all(p.lexical_rank is None for p in found)  # no word of the question is in the Alps text
+
+
+def test_an_index_file_of_an_older_schema_is_emptied_and_rebuilt_from_the_store(tmp_path: Path) -> None:
+    store = GraphStore(tmp_path / "store")
+    Ingester(store, LabelIndex(store), None, None).ingest(CANAL.encode(), "docs", name="egypt.txt")
+    path = tmp_path / "passages.sqlite"
+    with sqlite3.connect(path) as old:  # the first release's layout: one FTS table for every collection
+        old.executescript("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                          "CREATE TABLE passage(id INTEGER PRIMARY KEY, collection TEXT, chunk TEXT, document TEXT, "
+                          "heading TEXT, text TEXT, vector BLOB);"
+                          "CREATE VIRTUAL TABLE fts USING fts5(heading, text, collection, content='passage', "
+                          "content_rowid='id');"
+                          "INSERT INTO passage VALUES (1, 'docs', 'urn:gone', 'urn:gone', '', 'stale text', x'00');")
+    index = PassageIndex(store, LocalEmbedder(), str(path))
+    found = index.search("docs", "When was the Suez Canal completed?", 5)
+    assert [p.chunk for p in found] != [] and "urn:gone" not in [p.chunk for p in found]
+    assert found[0].lexical_rank == 1 and "1869" in found[0].text
+    assert index.count("docs") == 1
+
+
+def test_a_question_of_only_common_words_still_searches_by_the_rarest(tmp_path: Path) -> None:
+    index = PassageIndex(GraphStore(None), LocalEmbedder(), str(tmp_path / "passages.sqlite"))
+    index.sync("big")  # the store has no chunks: the passages added next are all the collection holds
+    rows = [PassageRow(f"urn:x:c{i}", f"urn:x:d{i}", "", "river valley " + ("field" if i % 12 == 0 else "harbour"))
+            for i in range(COMMON_FLOOR + 200)]
+    index.add("big", rows, index.embed_rows(rows))
+    found = index.search("big", "river harbour", 50)  # both words are in more passages than the floor
+    lexical = [p for p in found if p.lexical_rank is not None]
+    assert len(lexical) >= 20 and all("harbour" in p.text for p in lexical)  # the rarer of the two is searched

@@ -12,9 +12,11 @@ write still marks the collection, so the next search lists it once (and finds no
 one model only: the index records the embedder's name and refuses another
 (``glassgraph reindex`` embeds every passage again).
 
-Search: the question's content words as an FTS5 ``OR`` query (porter stems; the chunk's document and
-section titles count at half weight), and the question's vector against the collection's matrix (held
-in memory, about 1 KB a chunk); each gives ``CANDIDATES`` passages, fused by ``1 / (RRF_K + rank)``.
+Search: the question's content words as an FTS5 ``OR`` query on the collection's own FTS table (porter
+stems; the chunk's document and section titles count at half weight), leaving out words so common that
+scoring every passage holding them costs more than they tell (:meth:`PassageIndex._searched_words`), and
+the question's vector against the collection's matrix (held in memory, about 1 KB a chunk); each gives
+``CANDIDATES`` passages, fused by ``1 / (RRF_K + rank)``.
 """
 from __future__ import annotations
 
@@ -37,18 +39,24 @@ from server.store_base import StoreBackend
 CANDIDATES = 50  # passages each ranking contributes to the fusion
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al.)
 TITLE_WEIGHT = 0.5  # of a match in the document or section title, against one in the text
+COMMON_SHARE = 0.05  # a word in more than this share of a collection's passages is left out of its search...
+COMMON_FLOOR = 1000  # ... when it is in more passages than this too (below it, scoring them all is cheap)
 _BATCH = 500  # chunks per text query and per sqlite statement
 log = logging.getLogger(__name__)
 
+SCHEMA_VERSION = "2"  # an index file of another version is derived data: emptied, and synced again
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS passage(id INTEGER PRIMARY KEY, collection TEXT NOT NULL, chunk TEXT NOT NULL,
     document TEXT NOT NULL, heading TEXT NOT NULL, text TEXT NOT NULL, vector BLOB NOT NULL,
     UNIQUE(collection, chunk));
 CREATE INDEX IF NOT EXISTS passage_document ON passage(collection, document);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(heading, text, collection, content='passage',
-    content_rowid='id', tokenize='porter unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS collection(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 """
+# One FTS5 table per collection, named by the collection's integer id (never by its name), over the shared
+# passage table: a search reads its own collection's postings only, and bm25's idf is the collection's.
+_FTS_TABLE = """CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5(heading, text, content='passage',
+    content_rowid='id', tokenize='porter unicode61 remove_diacritics 2')"""
 
 
 @dataclass(frozen=True)
@@ -119,8 +127,35 @@ class PassageIndex:
         with self._lock:
             if self.path != ":memory:":
                 self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(_SCHEMA)
+            self._open_schema()
         store.add_load_listener(self._mark_written)
+
+    def _open_schema(self) -> None:
+        """Create the tables, or empty a file written by another version of the schema (each collection's
+        passages are then listed and embedded again at its first search)."""
+        tables = self._db.execute("SELECT name, sql LIKE 'CREATE VIRTUAL%' FROM sqlite_master WHERE type = 'table' "
+                                  "AND (name IN ('meta', 'passage', 'collection', 'fts') OR name GLOB 'fts_[0-9]*')"
+                                  ).fetchall()
+        if ("meta", 0) in tables and self._db.execute(
+                "SELECT value FROM meta WHERE key = 'schema'").fetchone() != (SCHEMA_VERSION,):
+            log.warning("the passage index %s has another schema: emptied, it is rebuilt from the store", self.path)
+            for name, _virtual in sorted(tables, key=lambda table: not table[1]):  # an FTS table drops its own
+                self._db.execute(f"DROP TABLE IF EXISTS {name}")  # names from sqlite_master, not from a user
+        self._db.executescript(_SCHEMA)
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+
+    def _fts(self, collection: str, create: bool = False) -> str | None:
+        """The name of ``collection``'s FTS table, None when it has none (made when ``create``; callers hold
+        the lock)."""
+        found = self._db.execute("SELECT id FROM collection WHERE name = ?", (collection,)).fetchone()
+        if found is None:
+            if not create:
+                return None
+            found = self._db.execute("INSERT INTO collection(name) VALUES (?) RETURNING id", (collection,)).fetchone()
+        table = f"fts_{int(found[0])}"
+        if create:
+            self._db.execute(_FTS_TABLE.format(table=table))
+        return table
 
     # --- keeping it in step with the store ------------------------------------------------------
 
@@ -160,7 +195,7 @@ class PassageIndex:
             with self._lock:
                 self._db.execute("BEGIN")
                 try:
-                    self._delete(gone)
+                    self._delete(collection, gone)
                     self._insert(collection, rows, vectors)
                     self._db.execute("COMMIT")
                 except BaseException:
@@ -189,7 +224,7 @@ class PassageIndex:
                 self._db.execute("BEGIN")
                 try:
                     if replaced_document:
-                        self._delete([row_id for (row_id,) in self._db.execute(
+                        self._delete(collection, [row_id for (row_id,) in self._db.execute(
                             "SELECT id FROM passage WHERE collection = ? AND document = ?",
                             (collection, replaced_document))])
                     self._insert(collection, rows, vectors)
@@ -232,6 +267,7 @@ class PassageIndex:
         if vectors is None or vectors.shape[0] != len(rows):
             raise EmbeddingsFailed(f"{len(rows)} passages, {0 if vectors is None else vectors.shape[0]} vectors")
         self._check_dimensions(vectors)
+        table = self._fts(collection, create=True)
         for row, vector in zip(rows, vectors.astype(np.float32), strict=True):
             cursor = self._db.execute(
                 "INSERT INTO passage(collection, chunk, document, heading, text, vector) VALUES (?, ?, ?, ?, ?, ?) "
@@ -239,8 +275,8 @@ class PassageIndex:
                 (collection, row.chunk, row.document, row.heading, row.text, vector.tobytes()))
             inserted = cursor.fetchone()
             if inserted is not None:
-                self._db.execute("INSERT INTO fts(rowid, heading, text, collection) VALUES (?, ?, ?, ?)",
-                                 (inserted[0], row.heading, row.text, collection))
+                self._db.execute(f"INSERT INTO {table}(rowid, heading, text) VALUES (?, ?, ?)",
+                                 (inserted[0], row.heading, row.text))
 
     def _check_dimensions(self, vectors: np.ndarray) -> None:
         """:class:`EmbeddingsFailed` for vectors of another size than the index holds (callers hold the lock)."""
@@ -252,12 +288,14 @@ class PassageIndex:
                                    f"dimensions; the passage index holds {found[0]}: check "
                                    "GLASSGRAPH_EMBEDDINGS_MODEL, or run 'glassgraph reindex'")
 
-    def _delete(self, ids: list[int]) -> None:
+    def _delete(self, collection: str, ids: list[int]) -> None:
+        table = self._fts(collection)
         for start in range(0, len(ids), _BATCH):
             batch = ids[start:start + _BATCH]
             marks = ",".join("?" * len(batch))
-            self._db.execute(f"INSERT INTO fts(fts, rowid, heading, text, collection) SELECT 'delete', id, heading, "
-                             f"text, collection FROM passage WHERE id IN ({marks})", batch)
+            if table:
+                self._db.execute(f"INSERT INTO {table}({table}, rowid, heading, text) SELECT 'delete', id, heading, "
+                                 f"text FROM passage WHERE id IN ({marks})", batch)
             self._db.execute(f"DELETE FROM passage WHERE id IN ({marks})", batch)
 
     def _load_matrix(self, collection: str) -> None:
@@ -278,8 +316,13 @@ class PassageIndex:
             found = self._db.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
             if found is None or found[0] == self.embedder.name:
                 return False
-            self._db.executescript("BEGIN; DELETE FROM passage; INSERT INTO fts(fts) VALUES ('delete-all'); "
-                                   "DELETE FROM meta; COMMIT;")
+            self._db.execute("BEGIN")
+            for (collection_id,) in self._db.execute("SELECT id FROM collection").fetchall():
+                self._db.execute(f"DROP TABLE IF EXISTS fts_{int(collection_id)}")
+            self._db.execute("DELETE FROM collection")
+            self._db.execute("DELETE FROM passage")
+            self._db.execute("DELETE FROM meta WHERE key != 'schema'")
+            self._db.execute("COMMIT")
         self._matrices.clear()
         self._synced.clear()
         return True
@@ -309,20 +352,27 @@ class PassageIndex:
                         semantic_rank.get(row_id)) for row_id in best if row_id in details]
 
     def _lexical(self, collection: str, words: list[str]) -> dict[int, float]:
-        """Passage id -> bm25 score (positive), best first. The collection is a column of the FTS table, so
-        the match itself keeps to it (a join with the passage table cost 60 of 95 ms at 100k chunks); its
-        name matched as a phrase may take in another collection's (``a`` in ``a b``), dropped after."""
-        if not words:
-            return {}
-        quoted = " OR ".join(_phrase(word) for word in words)
-        rows = self._rows(
-            "SELECT rowid, -bm25(fts, ?, 1.0, 0.0) AS score FROM fts WHERE fts MATCH ? ORDER BY score DESC LIMIT ?",
-            (TITLE_WEIGHT, f"{{collection}} : {_phrase(collection)} AND ({quoted})", CANDIDATES))
-        ids = [row_id for row_id, _ in rows]
-        own = {row_id for row_id, in self._rows(
-            f"SELECT id FROM passage WHERE collection = ? AND id IN ({','.join('?' * len(ids))})",
-            (collection, *ids))} if ids else set()
-        return {row_id: score for row_id, score in rows if row_id in own}
+        """Passage id -> bm25 score (positive), best first."""
+        with self._lock:
+            table = self._fts(collection)
+            words = self._searched_words(table, words, len(self._matrices[collection].ids)) if table else []
+            if not words:
+                return {}
+            return dict(self._db.execute(
+                f"SELECT rowid, -bm25({table}, ?, 1.0) AS score FROM {table} WHERE {table} MATCH ? "
+                "ORDER BY score DESC LIMIT ?", (TITLE_WEIGHT, " OR ".join(map(_phrase, words)), CANDIDATES)))
+
+    def _searched_words(self, table: str, words: list[str], passages: int) -> list[str]:
+        """``words`` without those in more than ``COMMON_SHARE`` of the collection's ``passages`` (and in
+        more than ``COMMON_FLOOR``), the rarest kept if that leaves none. bm25 scores every passage holding
+        any searched word: at 100k synthetic chunks a question's words were in 40% of them and scoring
+        those took most of the search (60 ms), while such a word's idf adds little to the ranking."""
+        limit = max(COMMON_FLOOR, COMMON_SHARE * passages)
+        if len(words) < 2 or passages <= limit:
+            return words
+        counts = {word: self._db.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?",
+                                         (_phrase(word),)).fetchone()[0] for word in words}
+        return [word for word in words if counts[word] <= limit] or [min(words, key=counts.__getitem__)]
 
     def _semantic(self, collection: str, question: str) -> dict[int, float]:
         """Passage id -> cosine similarity, best first."""
