@@ -401,12 +401,19 @@ def passage_retrieval_quads(graph: NamedNode, session_id: str, terms: Iterable[s
     (``tg:queryTerm``) and each passage (``tg:retrievedPassage``, ranked from 1) with its chunk and
     scores: bm25 (``tg:lexicalScore``, 0 when no word matched), cosine similarity (``tg:semanticScore``)
     and the fused reciprocal-rank score (``tg:fusedScore``)."""
+    return _quads(graph, retrieval_iri(session_id), [
+        (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved passages")),
+        (PROV.wasGeneratedBy, session_iri(session_id))]) + passage_nodes(graph, session_id, terms, passages)
+
+
+def passage_nodes(graph: NamedNode, session_id: str, terms: Iterable[str],
+                  passages: Iterable[tuple[NamedNode, float, float, float]]) -> list[Quad]:
+    """The passages of a retrieval entity (see :func:`passage_retrieval_quads`); a GraphRAG retrieval
+    asked for passages holds them beside its edges."""
     retrieval = retrieval_iri(session_id)
     passages = list(passages)
-    quads = _quads(graph, retrieval, [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved passages")),
-        (PROV.wasGeneratedBy, session_iri(session_id)), (TG.passageCount, integer_literal(len(passages))),
-        *((TG.queryTerm, Literal(term)) for term in terms)])
+    quads = _quads(graph, retrieval, [(TG.passageCount, integer_literal(len(passages))),
+                                      *((TG.queryTerm, Literal(term)) for term in terms)])
     for rank, (chunk, lexical, semantic, fused) in enumerate(passages, start=1):
         node = passage_iri(session_id, rank)
         quads.append(Quad(retrieval, TG.retrievedPassage, node, graph))
@@ -429,19 +436,25 @@ def passage_selection_quads(graph: NamedNode, session_id: str, ranks: Iterable[i
 
 
 def passage_answer_quads(graph: NamedNode, session_id: str, outcome: str,
-                         spans: Iterable[tuple[int, NamedNode, int, int]]) -> list[Quad]:
+                         spans: Iterable[tuple[int, str, int, int]]) -> list[Quad]:
     """The answer entity of a document RAG session: its outcome and each span a sentence rests on
     (``tg:citedSpan``): the answer's mark ``[n]`` (``tg:mark``), the chunk, and the span's offset and
     length in the chunk's text."""
-    answer = answer_iri(session_id)
-    quads = _quads(graph, answer, [
+    return _quads(graph, answer_iri(session_id), [
         (RDF.type, PROV.Entity), (RDFS.label, Literal("Document RAG answer")),
         (PROV.wasDerivedFrom, selection_iri(session_id)), (TG.document, answer_document_iri(session_id)),
-        (TG.outcome, Literal(outcome))])
+        (TG.outcome, Literal(outcome))]) + span_nodes(graph, session_id, spans)
+
+
+def span_nodes(graph: NamedNode, session_id: str, spans: Iterable[tuple[int, str, int, int]]) -> list[Quad]:
+    """The cited spans of an answer entity (see :func:`passage_answer_quads`), each ``(mark, chunk IRI,
+    offset, length)``."""
+    answer = answer_iri(session_id)
+    quads = []
     for number, (mark, chunk, offset, length) in enumerate(spans, start=1):
         node = span_iri(session_id, number)
         quads.append(Quad(answer, TG.citedSpan, node, graph))
-        quads += _quads(graph, node, [(TG.mark, integer_literal(mark)), (TG.chunk, chunk),
+        quads += _quads(graph, node, [(TG.mark, integer_literal(mark)), (TG.chunk, NamedNode(chunk)),
                                       (TG.charOffset, integer_literal(offset)),
                                       (TG.charLength, integer_literal(length))])
     return quads

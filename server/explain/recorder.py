@@ -48,28 +48,38 @@ class ExplainRecorder:
         return iri.value
 
     def retrieval(self, edge_count: int, edges: Iterable[Triple] = (), seeds: Iterable[NamedNode] = (),
-                  seed_reasons: Iterable[str] = ()) -> str:
+                  seed_reasons: Iterable[str] = (), terms: Iterable[str] = (),
+                  passages: Iterable[tuple[NamedNode, float, float, float]] = ()) -> str:
         """The retrieval entity with the retrieved edges (triple terms), the seeds and, ranked, why each
-        was taken (``tg:seedReason`` literals, "1. France: its label is spelled out in the question")."""
+        was taken (``tg:seedReason`` literals, "1. France: its label is spelled out in the question");
+        with ``passages`` (graph + passages), those too, as :meth:`passages` records them."""
         iri = vocab.retrieval_iri(self.session_id)
+        passages = list(passages)
         self._write(vocab.retrieval_quads(self.graph, self.session_id, edge_count, edges, seeds)
-                    + [Quad(iri, TG.seedReason, Literal(reason), self.graph) for reason in seed_reasons])
+                    + [Quad(iri, TG.seedReason, Literal(reason), self.graph) for reason in seed_reasons]
+                    + (vocab.passage_nodes(self.graph, self.session_id, terms, passages) if passages else []))
         return vocab.retrieval_iri(self.session_id).value
 
     def selection(self, edges: Iterable[tuple[Triple, str] | tuple[Triple, str, str]],
-                  facts: Iterable[tuple[NamedNode, Term]] = ()) -> str:
+                  facts: Iterable[tuple[NamedNode, Term]] = (), passages: Iterable[int] = ()) -> str:
         """The selection and its edge-selection nodes (original terms, reasoning, who chose each) in one
-        transaction; ``facts`` about the selection (see :func:`selection_facts`)."""
+        transaction; ``facts`` about the selection (see :func:`selection_facts`); the retrieved ``passages``
+        (by rank) given to the answer beside the edges."""
+        facts = [*facts, *((TG.selectedPassage, vocab.passage_iri(self.session_id, rank)) for rank in passages)]
         self._write(vocab.selection_quads(self.graph, self.session_id, edges, facts))
         return vocab.selection_iri(self.session_id).value
 
     def answer(self, text: str, outcome: str | None = None, edge_count: int = 0, unsupported: Iterable[str] = (),
-               fallback_reason: str | None = None) -> str:
+               fallback_reason: str | None = None, passage_count: int = 0,
+               spans: Iterable[tuple[int, str, int, int]] = ()) -> str:
         """The answer entity (its ``tg:outcome``, the edges its ``[n]`` marks cite among the ``edge_count``
         selected, a model's sentences that its edges do not hold as ``tg:unsupported`` and, when the
         deterministic answer replaced the model's, ``tg:answerFallback``) and its text (librarian graph) in
-        one transaction."""
-        quads = vocab.answer_quads(self.graph, self.session_id, outcome, *citations(text, edge_count))
+        one transaction. With passages beside the edges (numbered after them, ``passage_count``), the
+        ``spans`` of them the answer cites, as :meth:`passage_answer` records them."""
+        valid, invalid = citations(text, edge_count + passage_count)
+        quads = vocab.answer_quads(self.graph, self.session_id, outcome, [n for n in valid if n <= edge_count],
+                                   invalid) + vocab.span_nodes(self.graph, self.session_id, spans)
         return self._answer(quads, text, unsupported, fallback_reason)
 
     def passages(self, terms: Iterable[str], passages: Iterable[tuple[NamedNode, float, float, float]]) -> str:
@@ -82,7 +92,7 @@ class ExplainRecorder:
         self._write(vocab.passage_selection_quads(self.graph, self.session_id, ranks, facts))
         return vocab.selection_iri(self.session_id).value
 
-    def passage_answer(self, text: str, outcome: str, spans: Iterable[tuple[int, NamedNode, int, int]],
+    def passage_answer(self, text: str, outcome: str, spans: Iterable[tuple[int, str, int, int]],
                        unsupported: Iterable[str] = (), fallback_reason: str | None = None) -> str:
         """A document RAG answer: its outcome, the spans its marks rest on (``(mark, chunk, offset, length)``),
         a model's unsupported sentences and fallback as for GraphRAG, and its text, in one transaction."""

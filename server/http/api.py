@@ -121,8 +121,12 @@ def _request_fields(limits_type: type[Limits]) -> tuple[str, str, bool, bool | N
     explainable = _field(body, "explainable", bool, True)
     streaming = _field(body, "streaming", bool, None)
     limits = limits_type()
+    switches = getattr(limits_type, "SWITCHES", {})
     for name in limits_type.RANGES:
-        setattr(limits, name, _field(body, name, int, getattr(limits, name)))
+        if name in switches and isinstance(body.get(name), bool):  # "passages": true
+            setattr(limits, name, switches[name] if body[name] else 0)
+        else:
+            setattr(limits, name, _field(body, name, int, getattr(limits, name)))
     try:
         limits.check()
     except ValueError as error:

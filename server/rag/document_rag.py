@@ -18,17 +18,21 @@ from typing import ClassVar
 from pyoxigraph import Literal, NamedNode
 
 from server.explain.recorder import ExplainRecorder
-from server.rag.citations import MARK, citations, unsupported_sentences
-from server.rag.llm import LLM, render_prompt
+from server.rag.citations import citations, unsupported_sentences
+from server.rag.llm import LLM, passages_that_fit, render_prompt
 from server.rag.messages import GraphRagResponse
-from server.rag.passage_answer import NO_PASSAGE_ANSWER, Sentence, best_sentences, sentence_spans, supporting_span
+from server.rag.passage_answer import (
+    NO_PASSAGE_ANSWER,
+    Span,
+    best_sentences,
+    cited_spans,
+    extractive_passage_answer,
+    used_passages,
+)
 from server.rag.passage_index import CANDIDATES, Passage, PassageIndex, query_terms
 from server.rag.staged_run import Progress, StagedRun
 from server.store_base import StoreBackend
 from server.vocab import TG
-
-PROMPT_CHARS_PER_TOKEN = 3.5  # to size the passages sent to a model without a tokenizer call
-PROMPT_OVERHEAD_TOKENS = 300  # the prompt's own words and the question
 
 
 @dataclass
@@ -48,7 +52,7 @@ class PassageLimits:
 @dataclass
 class _Answer:
     text: str
-    spans: list[tuple[int, NamedNode, int, int]]  # (mark, chunk, offset, length)
+    spans: list[Span]
     unsupported: list[str]
     fallback_reason: str | None = None
 
@@ -76,7 +80,8 @@ class DocumentRag(StagedRun):
         progress.stage = "selection"
         deterministic = getattr(self.llm, "deterministic", False)
         sentences = best_sentences(question, [p.text for p in passages], self.index.embedder)
-        used = _used(sentences) if deterministic else self._fitting(passages)
+        used = (used_passages(sentences) if deterministic
+                else list(range(passages_that_fit(self.llm, [p.text for p in passages]))))
         if not sentences:  # nothing close enough: the model is not asked either
             used = []
         if recorder:
@@ -85,12 +90,14 @@ class DocumentRag(StagedRun):
             yield self._explain(iri, recorder.written)
         progress.stage = "synthesis"
         chosen = [passages[rank] for rank in used]
+        chunks = [p.chunk for p in passages]
         if not chosen:
             answer = _Answer(NO_PASSAGE_ANSWER, [], [])
         elif deterministic:
-            answer = _extractive(sentences, passages, used)
+            answer = _Answer(*extractive_passage_answer(sentences, chunks, used), [])
         else:
-            fallback = _extractive([s for s in sentences if s.passage in used], passages, used)
+            fallback = _Answer(*extractive_passage_answer([s for s in sentences if s.passage in used], chunks, used),
+                               [])
             answer = self._model_answer(question, chosen, fallback)
         yield GraphRagResponse("chunk", response=answer.text)
         outcome = "answered" if chosen else "no-answer"
@@ -101,17 +108,6 @@ class DocumentRag(StagedRun):
             progress.stage = "done"
             yield self._explain(iri, recorder.written)
         progress.outcome = outcome
-
-    def _fitting(self, passages: list[Passage]) -> list[int]:
-        """The passages, best first, that fit the model's context beside the prompt and the answer."""
-        budget = (self.llm.context_tokens or 8192) - PROMPT_OVERHEAD_TOKENS - getattr(self.llm, "answer_tokens", 1024)
-        used: list[int] = []
-        for rank, passage in enumerate(passages):
-            budget -= int(len(passage.text) / PROMPT_CHARS_PER_TOKEN) + 8
-            if budget < 0:
-                break
-            used.append(rank)
-        return used
 
     def _model_answer(self, question: str, chosen: list[Passage], extractive: _Answer) -> _Answer:
         """The model's answer from ``chosen`` (numbered from 1), its sentences checked against the passages
@@ -127,31 +123,4 @@ class DocumentRag(StagedRun):
             reason = (f"{len(unsupported)} sentence(s) of the model's answer name what no cited passage holds; "
                       "the extractive answer replaces it")
             return _Answer(extractive.text, extractive.spans, unsupported, reason)
-        spans = []
-        for start, end in sentence_spans(text):
-            sentence = text[start:end]
-            for mark in dict.fromkeys(int(n) for n in MARK.findall(sentence)):
-                if 1 <= mark <= len(chosen) and (span := supporting_span(MARK.sub("", sentence),
-                                                                         chosen[mark - 1].text)):
-                    spans.append((mark, NamedNode(chosen[mark - 1].chunk), span[0], span[1] - span[0]))
-        return _Answer(text, spans, unsupported)
-
-
-def _used(sentences: list[Sentence]) -> list[int]:
-    """The retrieval ranks (from 0) of the passages the sentences come from, in the sentences' order."""
-    return list(dict.fromkeys(s.passage for s in sentences))
-
-
-def _extractive(sentences: list[Sentence], passages: list[Passage], used: list[int]) -> _Answer:
-    """The best sentences as the answer, each marked with its passage's number among ``used``."""
-    if not sentences:
-        return _Answer(NO_PASSAGE_ANSWER, [], [])
-    pieces, spans = [], []
-    for sentence in sentences:
-        mark = used.index(sentence.passage) + 1
-        text = sentence.text
-        stop = len(text) - 1 if text[-1:] in ".!?" else len(text)
-        pieces.append(f"{text[:stop]} [{mark}]{text[stop:]}")
-        spans.append((mark, NamedNode(passages[sentence.passage].chunk), sentence.start,
-                      sentence.end - sentence.start))
-    return _Answer(" ".join(pieces), spans, [])
+        return _Answer(text, cited_spans(text, [(p.chunk, p.text) for p in chosen]), unsupported)

@@ -66,6 +66,22 @@ class LLM(Protocol):
         ...
 
 
+PROMPT_CHARS_PER_TOKEN = 3.5  # to size passages sent to a model without a tokenizer call
+PROMPT_OVERHEAD_TOKENS = 300  # a prompt's own words and the question
+
+
+def passages_that_fit(llm: LLM, texts: list[str], reserved_tokens: int = 0) -> int:
+    """How many of ``texts``, in order, fit the model's context beside the prompt, ``reserved_tokens``
+    (the edges also sent) and the answer."""
+    budget = ((llm.context_tokens or 8192) - PROMPT_OVERHEAD_TOKENS - reserved_tokens
+              - getattr(llm, "answer_tokens", 1024))
+    for count, text in enumerate(texts):
+        budget -= int(len(text) / PROMPT_CHARS_PER_TOKEN) + 8
+        if budget < 0:
+            return count
+    return len(texts)
+
+
 def selection_reply_tokens(edges: int) -> int:
     """``max_tokens`` of a selection reply offered ``edges`` edges: a line for each it may choose."""
     return 32 + SELECTION_LINE_TOKENS * max(1, min(edges, MAX_SELECTED_EDGES))

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from server.rag.citations import MARK
 from server.rag.passage_embedders import PassageEmbedder
 from server.rag.text import terms
 
@@ -85,6 +86,45 @@ def best_sentences(question: str, passages: Sequence[str], embedder: PassageEmbe
                                    coverage + MEANING_WEIGHT * float(vector @ meaning[0])))
     scored.sort(key=lambda s: (-s.score, s.passage, s.start))
     return [s for s in scored[:MAX_SENTENCES] if s.score >= SECOND_SENTENCE * scored[0].score] if scored else []
+
+
+Span = tuple[int, str, int, int]  # an answer's mark, the chunk, the offset and length of the sentence in its text
+
+
+def used_passages(sentences: list[Sentence]) -> list[int]:
+    """The positions of the passages the sentences come from, in the sentences' order."""
+    return list(dict.fromkeys(s.passage for s in sentences))
+
+
+def extractive_passage_answer(sentences: list[Sentence], chunks: Sequence[str],
+                              used: list[int]) -> tuple[str, list[Span]]:
+    """The sentences as the answer (``NO_PASSAGE_ANSWER`` without any), each marked with its passage's
+    number among ``used`` (positions in ``chunks``, the candidates' chunk IRIs); and their spans."""
+    if not sentences:
+        return NO_PASSAGE_ANSWER, []
+    pieces, spans = [], []
+    for sentence in sentences:
+        mark = used.index(sentence.passage) + 1
+        text = sentence.text
+        stop = len(text) - 1 if text[-1:] in ".!?" else len(text)
+        pieces.append(f"{text[:stop]} [{mark}]{text[stop:]}")
+        spans.append((mark, chunks[sentence.passage], sentence.start, sentence.end - sentence.start))
+    return " ".join(pieces), spans
+
+
+def cited_spans(text: str, passages: Sequence[tuple[str, str]], first: int = 1) -> list[Span]:
+    """``(mark, chunk, offset, length)`` of each passage sentence that a model's answer ``text`` rests on:
+    for each ``[n]`` of each sentence, the sentence of passage ``n`` (``passages`` are ``(chunk, text)``,
+    numbered from ``first``) sharing the most content words with it."""
+    spans = []
+    for start, end in sentence_spans(text):
+        sentence = text[start:end]
+        for mark in dict.fromkeys(int(n) for n in MARK.findall(sentence)):
+            if first <= mark < first + len(passages):
+                chunk, passage = passages[mark - first]
+                if span := supporting_span(MARK.sub("", sentence), passage):
+                    spans.append((mark, chunk, span[0], span[1] - span[0]))
+    return spans
 
 
 def supporting_span(sentence: str, passage: str) -> tuple[int, int] | None:

@@ -17,17 +17,20 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pyoxigraph import Triple
+from pyoxigraph import NamedNode, Triple
 
 from server.config import Config
-from server.errors import LLMFailed
+from server.errors import EmbeddingsFailed, LLMFailed
 from server.explain import wire
 from server.explain.recorder import ExplainRecorder, selection_facts
 from server.rag.choice import Choice, choose_edges
 from server.rag.citations import unsupported_sentences
-from server.rag.llm import LLM, NO_ANSWER
+from server.rag.graph_passages import ContextPassage, model_context, offline_context, stating_passages
+from server.rag.llm import LLM, NO_ANSWER, render_prompt
 from server.rag.messages import GraphRagResponse
 from server.rag.offline import extractive_answer
+from server.rag.passage_answer import Span, cited_spans
+from server.rag.passage_index import Passage, PassageIndex, query_terms
 from server.rag.providers import make_llm
 from server.rag.retrieval import RetrievalLimits, Retriever
 from server.rag.staged_run import Progress, StagedRun
@@ -37,10 +40,13 @@ from server.store import GraphStore
 class GraphRag(StagedRun):
     """Retrieve -> select -> synthesize, over one store with one LLM."""
 
-    def __init__(self, store: GraphStore, retriever: Retriever, llm: LLM, check_answers: bool = True) -> None:
+    def __init__(self, store: GraphStore, retriever: Retriever, llm: LLM, check_answers: bool = True,
+                 passages: PassageIndex | None = None) -> None:
         super().__init__(store, llm)
         self.retriever = retriever
         self.check_answers = check_answers  # a model's unsupported answer gives way to the deterministic one
+        self.passages = passages  # for graph + passages (None: the embeddings setting cannot work)
+        self.passages_error = ""  # why there is no passage index
 
     def _stages(self, question: str, collection: str, limits: RetrievalLimits | None,
                 recorder: ExplainRecorder | None, progress: Progress) -> Iterator[GraphRagResponse]:
@@ -52,46 +58,87 @@ class GraphRag(StagedRun):
         graph = self.retriever.get_labelgraph(question, collection, limits)
         triples = {edge_id: Triple(*terms) for edge_id, terms in graph.uri_map.items()}
         labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
+        retrieved = self._retrieved_passages(question, collection, limits)
         if recorder:
-            iri = recorder.retrieval(len(graph.uri_map), triples.values(), graph.seeds, graph.seed_reasons)
+            iri = recorder.retrieval(len(graph.uri_map), triples.values(), graph.seeds, graph.seed_reasons,
+                                     query_terms(question) if retrieved else (),
+                                     [(NamedNode(p.chunk), p.lexical, p.semantic, p.fused) for p in retrieved])
             yield self._explain(iri, recorder.written + wire.label_quads(
                 ((triples[edge_id], labeled[edge_id]) for edge_id in graph.edge_ids), collection))
         progress.stage = "selection"
         choice = choose_edges(self.llm, question, labeled, graph.relation_aliases)
+        chosen = [triples[edge_id] for edge_id, _, _ in choice.edges]
+        selected = [labeled[edge_id] for edge_id, _, _ in choice.edges]
+        context, offline = self._context(question, collection, chosen, retrieved, limits)
         if recorder:
-            chosen = [triples[edge_id] for edge_id, _, _ in choice.edges]
             iri = recorder.selection([(triples[edge_id], reasoning, by) for edge_id, reasoning, by in choice.edges],
-                                     selection_facts(choice, triples))
+                                     selection_facts(choice, triples), [p.rank for p in context if p.rank])
             labels = wire.label_quads(((triples[edge_id], labeled[edge_id]) for edge_id, _, _ in choice.edges),
                                       collection)
             yield self._explain(iri, recorder.written + labels + wire.source_quads(self.store, chosen, collection))
         progress.stage = "synthesis"
         pieces = []
-        selected = [labeled[edge_id] for edge_id, _, _ in choice.edges]
-        answer = self.llm.answer(question, selected) if choice.edges else iter([NO_ANSWER])
+        answer, spans = ([offline[0]], offline[1]) if offline else self._answer(question, selected, context)
         check = AnswerCheck([])
-        if self.check_answers and choice.edges and not getattr(self.llm, "deterministic", False):
+        if self.check_answers and (choice.edges or context) and not getattr(self.llm, "deterministic", False):
             answer = list(answer)  # read whole before any of it is sent: it may be replaced
-            check = check_answer(question, selected, "".join(answer))
-            answer = [check.replacement] if check.replacement else answer
+            check = check_answer(question, selected, "".join(answer), context)
+            if check.replacement is not None:
+                answer, spans = [check.replacement], check.spans
         for piece in itertools.chain(answer, [completeness_note(choice, selected)] if choice.edges else []):
             if piece:
                 pieces.append(piece)
                 yield GraphRagResponse("chunk", response=piece)
         if not "".join(pieces).strip():
             raise LLMFailed("the LLM returned an empty answer")
+        spans = spans if spans is not None else cited_spans("".join(pieces), [(p.chunk, p.text) for p in context],
+                                                            len(selected) + 1)
+        outcome = "answered" if spans else choice.outcome
         progress.stage = "answer"
         if recorder:
-            answer_iri = recorder.answer("".join(pieces), choice.outcome, len(choice.edges),
-                                         check.unsupported, check.fallback_reason)
+            answer_iri = recorder.answer("".join(pieces), outcome, len(choice.edges), check.unsupported,
+                                         check.fallback_reason, len(context), spans)
             progress.stage = "done"
             yield self._explain(answer_iri, recorder.written)
-        progress.outcome = choice.outcome
+        progress.outcome = outcome
+
+    def _retrieved_passages(self, question: str, collection: str, limits: RetrievalLimits | None) -> list[Passage]:
+        """The collection's best passages for the question when the request asks for passages."""
+        if limits is None or not limits.passages:
+            return []
+        if self.passages is None:
+            raise EmbeddingsFailed(f"passages cannot be searched: {self.passages_error}")
+        return self.passages.search(collection, question, limits.passages)
+
+    def _context(self, question: str, collection: str, chosen: list[Triple], retrieved: list[Passage],
+                 limits: RetrievalLimits | None) -> tuple[list[ContextPassage], tuple[str, list[Span]] | None]:
+        """The passages the answer is given beside the edges (see ``server.rag.graph_passages``) and, offline
+        when no edge answers, the answer made of their sentences with its spans."""
+        if not retrieved:
+            return [], None
+        if not getattr(self.llm, "deterministic", False):
+            stating = stating_passages(self.store, chosen, collection, limits.passages)
+            return model_context(self.llm, stating, retrieved, len(chosen)), None
+        if chosen:
+            return [], None
+        context, text, spans = offline_context(question, retrieved, self.passages.embedder)
+        return context, ((text, spans) if context else None)
+
+    def _answer(self, question: str, selected: list[tuple[str, str, str]],
+                context: list[ContextPassage]) -> tuple[Iterator[str] | list[str], list[Span] | None]:
+        """A model's (or the offline) answer's pieces and, when known before it is read, the spans it cites
+        (None: read from the model's marks)."""
+        if context:
+            return self.llm.stream(render_prompt("synthesize", question=question, edges=selected,
+                                                 passages=[p.text for p in context])), None
+        return (self.llm.answer(question, selected) if selected else iter([NO_ANSWER])), []
 
 
-def make_graph_rag(store: GraphStore, config: Config) -> GraphRag:
-    """A pipeline with the configured LLM; build it once per store (the retriever caches labels)."""
-    return GraphRag(store, Retriever(store), make_llm(config), config.check_answers)
+def make_graph_rag(store: GraphStore, config: Config, passages: PassageIndex | None = None) -> GraphRag:
+    """A pipeline with the configured LLM (and ``passages``, for graph + passages); build it once per store
+    (the retriever caches labels)."""
+    return GraphRag(store, Retriever(store), make_llm(config), config.check_answers, passages)
+
 
 
 @dataclass
@@ -102,16 +149,21 @@ class AnswerCheck:
     unsupported: list[str]
     fallback_reason: str | None = None
     replacement: str | None = None
+    spans: list[Span] | None = None  # the replacement's cited spans
 
 
-def check_answer(question: str, selected: list[tuple[str, str, str]], text: str) -> AnswerCheck:
-    """``text``'s unsupported sentences (``citations.unsupported_sentences``); with any, the deterministic
-    answer of the ``selected`` edges replaces it."""
-    unsupported = unsupported_sentences(text, question, dict(enumerate(selected, start=1)), selected)
+def check_answer(question: str, selected: list[tuple[str, str, str]], text: str,
+                 context: list[ContextPassage] = ()) -> AnswerCheck:
+    """``text``'s unsupported sentences (``citations.unsupported_sentences``; the ``context`` passages are
+    numbered after the edges); with any, the deterministic answer of the ``selected`` edges replaces it."""
+    numbered = dict(enumerate(selected, start=1)) | {len(selected) + n: (p.text,)
+                                                     for n, p in enumerate(context, start=1)}
+    unsupported = unsupported_sentences(text, question, numbered, selected)
     if not unsupported:
         return AnswerCheck([])
     return AnswerCheck(unsupported, f"{len(unsupported)} sentence(s) of the model's answer name what no selected "
-                       "edge holds; the deterministic answer replaces it", extractive_answer(selected))
+                       "edge or passage holds; the deterministic answer replaces it",
+                       extractive_answer(selected) if selected else NO_ANSWER, [])
 
 
 def completeness_note(choice: Choice, selected: list[tuple[str, str, str]]) -> str:

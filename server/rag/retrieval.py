@@ -36,6 +36,7 @@ from pyoxigraph import NamedNode
 from server import vocab
 from server.labels import term_name
 from server.rag.label_index import LabelIndex
+from server.rag.passage_index import CANDIDATES
 from server.sparql_templates import Term, template_limit
 from server.store import GraphStore
 
@@ -53,11 +54,13 @@ class RetrievalLimits:
     triple_limit: int = 30
     max_subgraph_size: int = 150
     max_path_length: int = 2
+    passages: int = 0  # of the collection's documents, given to the answer beside the edges (graph + passages)
 
     # field -> (lowest, highest) accepted value; triple_limit's cap is the hop template's LIMIT
     RANGES: ClassVar[dict[str, tuple[int, int]]] = {
         "entity_limit": (1, 1000), "triple_limit": (1, template_limit("rag_hop")), "max_subgraph_size": (1, 10_000),
-        "max_path_length": (1, 4)}
+        "max_path_length": (1, 4), "passages": (0, CANDIDATES)}
+    SWITCHES: ClassVar[dict[str, int]] = {"passages": 5}  # a field that may also be given true (this) or false (0)
 
     def check(self) -> None:
         """ValueError naming the first field outside its range."""
