@@ -94,6 +94,10 @@ class Config:
     embeddings_timeout_s: float = 30.0  # GLASSGRAPH_EMBEDDINGS_TIMEOUT: one embeddings call
     passage_index: str | None = None  # GLASSGRAPH_PASSAGE_INDEX: the passages' sqlite file (default: beside the
     # store directory, STORE.passages.sqlite; in memory for an in-memory or remote store)
+    vectors: str = "local"  # GLASSGRAPH_VECTORS: local (in the passage index) | qdrant (shared by app processes)
+    qdrant_url: str | None = None  # GLASSGRAPH_QDRANT_URL: a Qdrant server (http://host:6333)
+    qdrant_path: str | None = None  # GLASSGRAPH_QDRANT_PATH: Qdrant's local mode, a directory one process owns
+    qdrant_api_key: str | None = None  # GLASSGRAPH_QDRANT_API_KEY
     sse_keepalive_s: float = 15.0  # GLASSGRAPH_SSE_KEEPALIVE: SSE comment after this idle time (0: none)
     check_answers: bool = True  # GLASSGRAPH_CHECK_ANSWERS: a model answer its edges do not hold gives way
     max_answers: int = 8  # GLASSGRAPH_MAX_ANSWERS: GraphRAG answers in progress at once (429 past it)
@@ -225,6 +229,10 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "embeddings_model": (("GLASSGRAPH_EMBEDDINGS_MODEL",), "str"),
     "embeddings_timeout_s": (("GLASSGRAPH_EMBEDDINGS_TIMEOUT",), "float"),
     "passage_index": (("GLASSGRAPH_PASSAGE_INDEX",), "str"),
+    "vectors": (("GLASSGRAPH_VECTORS",), "str"),
+    "qdrant_url": (("GLASSGRAPH_QDRANT_URL",), "str"),
+    "qdrant_path": (("GLASSGRAPH_QDRANT_PATH",), "str"),
+    "qdrant_api_key": (("GLASSGRAPH_QDRANT_API_KEY",), "str"),
     "sse_keepalive_s": (("GLASSGRAPH_SSE_KEEPALIVE",), "float"),
     "check_answers": (("GLASSGRAPH_CHECK_ANSWERS",), "bool"),
     "max_answers": (("GLASSGRAPH_MAX_ANSWERS",), "int"),

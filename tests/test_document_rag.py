@@ -8,20 +8,22 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
+from pyoxigraph import NamedNode
 
 from server.config import Config
 from server.errors import EmbeddingsFailed
 from server.http.app import create_app
-from server.ingest.catalog import list_documents
+from server.ingest.catalog import delete_document, list_documents
 from server.ingest.documents import Ingester
 from server.rag.label_index import LabelIndex
 from server.rag.passage_embedders import LocalEmbedder, OpenAIEmbedder
-from server.rag.passage_index import COMMON_FLOOR, PassageIndex, PassageRow
+from server.rag.passage_index import COMMON_FLOOR, PassageIndex, PassageRow, make_passage_index
 from server.store import GraphStore
 
 TOKEN = "secret"
@@ -105,6 +107,7 @@ class _Embeddings:
 
     def __init__(self) -> None:
         self.dimensions = 8
+        self.inputs: list[str] = []  # every text embedded so far
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -113,6 +116,7 @@ class _Embeddings:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.inputs += body["input"]
                 data = [{"object": "embedding", "index": i,
                          "embedding": [float(len(text) % 7 + 1)] + [0.5] * (owner.dimensions - 1)}
                         for i, text in enumerate(body["input"])]
@@ -284,3 +288,35 @@ def test_a_question_of_only_common_words_still_searches_by_the_rarest(tmp_path: 
     found = index.search("big", "river harbour", 50)  # both words are in more passages than the floor
     lexical = [p for p in found if p.lexical_rank is not None]
     assert len(lexical) >= 20 and all("harbour" in p.text for p in lexical)  # the rarer of the two is searched
+
+
+
+def test_qdrant_holds_the_vectors_shared_by_processes_each_chunk_embedded_once(tmp_path: Path,
+                                                                               embeddings: _Embeddings) -> None:
+    config = Config(store_path=str(tmp_path / "store"), embeddings="openai", embeddings_base_url=embeddings.url,
+                    embeddings_model="tiny", vectors="qdrant", qdrant_path=str(tmp_path / "qdrant"))
+    store = GraphStore(tmp_path / "store")
+    first = make_passage_index(store, config)
+    ingester = Ingester(store, LabelIndex(store), None, first)
+    ingester.ingest(CANAL.encode(), "docs", name="egypt.txt")
+    ingester.ingest(ALPS.encode(), "docs", name="alps.txt")
+    assert len(embeddings.inputs) == 2 and first.search("docs", "When was the Suez Canal completed?", 1)[0].semantic
+    first.vectors.close()  # Qdrant's local mode: one process at a time holds its directory
+    second = make_passage_index(store, replace(config, passage_index=":memory:"))  # another app process
+    before = len(embeddings.inputs)
+    found = second.search("docs", "When was the Suez Canal completed?", 2)
+    assert not [text for text in embeddings.inputs[before:] if "1869" in text or "Alps" in text]  # none again
+    assert "1869" in found[0].text and found[0].lexical_rank == 1 and {p.semantic_rank for p in found} == {1, 2}
+    egypt = next(d for d in list_documents(store, "docs") if d["title"] == "egypt.txt")
+    assert delete_document(store, "docs", NamedNode(egypt["iri"]))
+    assert all("1869" not in p.text for p in second.search("docs", "When was the Suez Canal completed?", 2))
+    assert second.vectors.missing("docs", [found[0].chunk], 8) == {found[0].chunk}  # its point is gone too
+    second.vectors.close()
+
+
+def test_an_unknown_vector_store_or_qdrant_without_a_place_is_a_clear_error(tmp_path: Path) -> None:
+    store = GraphStore(None)
+    with pytest.raises(EmbeddingsFailed, match="unknown vector store 'milvus'"):
+        make_passage_index(store, Config(vectors="milvus"))
+    with pytest.raises(EmbeddingsFailed, match="GLASSGRAPH_QDRANT_URL"):
+        make_passage_index(store, Config(vectors="qdrant"))

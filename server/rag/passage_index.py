@@ -33,6 +33,7 @@ from server import vocab
 from server.config import Config
 from server.errors import EmbeddingsFailed
 from server.rag.passage_embedders import PassageEmbedder, make_passage_embedder
+from server.rag.qdrant_vectors import QdrantVectors
 from server.rag.text import term_words
 from server.store_base import StoreBackend
 
@@ -103,8 +104,18 @@ def _phrase(text: str) -> str:
 
 
 def make_passage_index(store: StoreBackend, config: Config) -> PassageIndex:
-    """The passage index of ``store`` with the configured embedder and file."""
-    return PassageIndex(store, make_passage_embedder(config), config.passage_index)
+    """The passage index of ``store`` with the configured embedder, file and vector store."""
+    embedder = make_passage_embedder(config)
+    if config.vectors == "local":
+        return PassageIndex(store, embedder, config.passage_index)
+    if config.vectors != "qdrant":
+        raise EmbeddingsFailed(f"unknown vector store {config.vectors!r} (GLASSGRAPH_VECTORS): use 'local' or "
+                               "'qdrant'")
+    if not (config.qdrant_url or config.qdrant_path):
+        raise EmbeddingsFailed("GLASSGRAPH_VECTORS=qdrant needs GLASSGRAPH_QDRANT_URL (a Qdrant server) or "
+                               "GLASSGRAPH_QDRANT_PATH (its local mode)")
+    vectors = QdrantVectors(embedder.name, config.qdrant_url, config.qdrant_path, config.qdrant_api_key)
+    return PassageIndex(store, embedder, config.passage_index, vectors)
 
 
 def query_terms(question: str) -> list[str]:
@@ -115,8 +126,10 @@ def query_terms(question: str) -> list[str]:
 class PassageIndex:
     """The passages of a store's collections (see the module docstring); thread-safe."""
 
-    def __init__(self, store: StoreBackend, embedder: PassageEmbedder, path: str | None = None) -> None:
+    def __init__(self, store: StoreBackend, embedder: PassageEmbedder, path: str | None = None,
+                 vectors: QdrantVectors | None = None) -> None:
         self.store, self.embedder = store, embedder
+        self.vectors = vectors  # None: the vectors are kept in the sqlite file and searched in memory
         self.path = path or default_path(store.path)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()  # the connection
@@ -190,7 +203,7 @@ class PassageIndex:
             held = dict(self._rows("SELECT chunk, id FROM passage WHERE collection = ?", (collection,)))
             new = sorted(set(listed) - set(held))
             rows = self._texts(collection, new, listed)
-            vectors = self.embed_rows(rows) if rows else None
+            vectors = self._vectors_of(collection, rows) if rows else None
             gone = [held[chunk] for chunk in set(held) - set(listed)]
             with self._lock:
                 self._db.execute("BEGIN")
@@ -204,6 +217,23 @@ class PassageIndex:
             self._load_matrix(collection)
             self._synced[collection] = version
             return len(rows), len(gone)
+
+    def _vectors_of(self, collection: str, rows: list[PassageRow]) -> np.ndarray | None:
+        """The vectors of chunks a sync adds; with Qdrant, only those it lacks are embedded (another process
+        or an earlier run may have), stored there at once, and None is returned."""
+        if self.vectors is None:
+            return self.embed_rows(rows)
+        missing = self.vectors.missing(collection, [row.chunk for row in rows], self._dimensions())
+        lacking = [row for row in rows if row.chunk in missing]
+        if lacking:
+            self.vectors.put(collection, [row.chunk for row in lacking], self.embed_rows(lacking))
+        return None
+
+    def _dimensions(self) -> int:
+        """The size of the embedder's vectors (recorded by the index; else asked of the embedder once)."""
+        with self._lock:
+            found = self._db.execute("SELECT value FROM meta WHERE key = 'dimensions'").fetchone()
+        return int(found[0]) if found else self.embed_rows([PassageRow("", "", "", "dimensions")]).shape[1]
 
     def embed_rows(self, rows: list[PassageRow]) -> np.ndarray:
         """The vectors of chunks about to be written (an ingest embeds before it writes: a failure stores
@@ -221,6 +251,9 @@ class PassageIndex:
         refuse (a full disk), the collection is synced whole at its next search instead."""
         try:
             with self._sync_locks.setdefault(collection, threading.Lock()), self._lock:  # not beside a sync
+                if self.vectors is not None:
+                    self.vectors.put(collection, [row.chunk for row in rows], vectors)
+                    vectors = None
                 self._db.execute("BEGIN")
                 try:
                     if replaced_document:
@@ -262,17 +295,22 @@ class PassageIndex:
         return list({row.chunk: row for row in rows}.values())  # one row per chunk (a page with two titles)
 
     def _insert(self, collection: str, rows: list[PassageRow], vectors: np.ndarray | None) -> None:
+        """Add ``rows`` with their ``vectors`` (None when Qdrant holds them: the rows keep no vector)."""
         if not rows:
             return
-        if vectors is None or vectors.shape[0] != len(rows):
-            raise EmbeddingsFailed(f"{len(rows)} passages, {0 if vectors is None else vectors.shape[0]} vectors")
-        self._check_dimensions(vectors)
+        if self.vectors is None:
+            if vectors is None or vectors.shape[0] != len(rows):
+                raise EmbeddingsFailed(f"{len(rows)} passages, {0 if vectors is None else vectors.shape[0]} vectors")
+            self._check_dimensions(vectors)
+            blobs = [vector.tobytes() for vector in vectors.astype(np.float32)]
+        else:
+            blobs = [b""] * len(rows)
         table = self._fts(collection, create=True)
-        for row, vector in zip(rows, vectors.astype(np.float32), strict=True):
+        for row, blob in zip(rows, blobs, strict=True):
             cursor = self._db.execute(
                 "INSERT INTO passage(collection, chunk, document, heading, text, vector) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(collection, chunk) DO NOTHING RETURNING id",
-                (collection, row.chunk, row.document, row.heading, row.text, vector.tobytes()))
+                (collection, row.chunk, row.document, row.heading, row.text, blob))
             inserted = cursor.fetchone()
             if inserted is not None:
                 self._db.execute(f"INSERT INTO {table}(rowid, heading, text) VALUES (?, ?, ?)",
@@ -296,13 +334,17 @@ class PassageIndex:
             if table:
                 self._db.execute(f"INSERT INTO {table}({table}, rowid, heading, text) SELECT 'delete', id, heading, "
                                  f"text FROM passage WHERE id IN ({marks})", batch)
+            if self.vectors is not None:  # in the transaction: should Qdrant fail, the rows stay too
+                self.vectors.drop(collection, [chunk for (chunk,) in self._db.execute(
+                    f"SELECT chunk FROM passage WHERE id IN ({marks})", batch)])
             self._db.execute(f"DELETE FROM passage WHERE id IN ({marks})", batch)
 
     def _load_matrix(self, collection: str) -> None:
+        """The collection's vectors in memory (with Qdrant, only its passage ids: their number is used)."""
         rows = self._rows("SELECT id, vector FROM passage WHERE collection = ? ORDER BY id", (collection,))
         ids = np.fromiter((row_id for row_id, _ in rows), dtype=np.int64, count=len(rows))
         vectors = (np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(len(rows), -1)
-                   if rows else np.zeros((0, 1), dtype=np.float32))
+                   if rows and self.vectors is None else np.zeros((len(rows), 0), dtype=np.float32))
         self._matrices[collection] = _Matrix(ids, vectors)
 
     def _rows(self, sql: str, parameters: tuple) -> list[tuple]:
@@ -376,6 +418,11 @@ class PassageIndex:
 
     def _semantic(self, collection: str, question: str) -> dict[int, float]:
         """Passage id -> cosine similarity, best first."""
+        if self.vectors is not None:
+            nearest = self.vectors.search(collection, self.embedder.embed([question])[0], CANDIDATES)
+            ids = dict(self._rows(f"SELECT chunk, id FROM passage WHERE collection = ? AND chunk IN "
+                                  f"({','.join('?' * len(nearest))})", (collection, *(c for c, _ in nearest))))
+            return {ids[chunk]: score for chunk, score in nearest if chunk in ids}  # another process's chunk: later
         matrix = self._matrices.get(collection)
         if matrix is None or not len(matrix.ids):
             return {}
