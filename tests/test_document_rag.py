@@ -84,6 +84,17 @@ def test_a_question_the_documents_do_not_answer_is_no_answer(client: FlaskClient
     assert (result["outcome"], result["answer"]) == ("no-answer", "The documents do not answer this question.")
 
 
+def test_a_question_naming_what_no_passage_mentions_is_no_answer_and_says_which(client: FlaskClient) -> None:
+    ingest(client, CANAL + " Egypt's canal opened to trade in 1869 after ten years of work.", "egypt.txt")
+    ingest(client, "The Australian colonies federated in 1901.", "australia.txt")
+    result = ask(client, "When did Napoleon open the canal of Egypt to trade?")  # it shares every other word
+    assert result["outcome"] == "no-answer"
+    trace = client.get("/api/explain", query_string={"id": result["session"]}).get_json()
+    assert trace["unmentioned"] == ["napoleon"] and not any(p["selected"] for p in trace["passages"])
+    assert ask(client, "When did Egypt open the canal to trade?")["outcome"] == "answered"  # nothing unnamed
+    assert ask(client, "When did the colonies of Australia federate?")["outcome"] == "answered"  # Australian
+
+
 def test_a_deleted_document_is_never_retrieved_and_its_new_version_is(client: FlaskClient) -> None:
     old = ingest(client, CANAL, "egypt.txt")
     assert ask(client, "When was the Suez Canal completed?")["outcome"] == "answered"

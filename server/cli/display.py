@@ -175,9 +175,12 @@ def passage_lines(trace: dict) -> list[str]:
 
 
 def used_passages_line(trace: dict) -> str:
-    """``    Used 2 passage(s): 1, 3``: the retrieval ranks of the passages a document RAG answer used."""
+    """``    Used 2 passage(s): 1, 3``: the retrieval ranks of the passages a document RAG answer used (and the
+    names of the question that no passage mentions, when that is why none was)."""
     used = [p["rank"] for p in trace["passages"] if p["selected"]]
-    return f"    Used {len(used)} passage(s): {', '.join(map(str, used)) or 'none'}"
+    never = trace.get("unmentioned") or []
+    return (f"    Used {len(used)} passage(s): {', '.join(map(str, used)) or 'none'}"
+            + (f" (the documents never mention: {', '.join(never)})" if never else ""))
 
 
 def span_lines(span: dict) -> list[str]:

@@ -12,13 +12,16 @@ from server.store_base import StoreBackend
 
 def read_passages(store: StoreBackend, retrieval: NamedNode, answer: NamedNode | None,
                   collection: str | None) -> dict:
-    """``{"query_terms", "passages", "spans"}`` of a document RAG session (empty lists for a GraphRAG one).
+    """``{"query_terms", "passages", "spans", "unmentioned"}`` of a document RAG session (empty lists for a
+    GraphRAG one without passages); ``unmentioned``: the question's names that no passage mentions.
 
     A passage is ``{"rank", "chunk", "lexical", "semantic", "fused", "selected", "chain"}``; a span
     ``{"mark", "chunk", "offset", "length", "quote", "chain"}``, its offset within the chunk's text.
     """
     graph = store.explain_graph
     terms = sorted(q.object.value for q in store.quads(retrieval, vocab.TG.queryTerm, graph=graph))
+    selection = vocab.selection_iri(vocab.parse_explain_iri(retrieval.value)[1])
+    unmentioned = sorted(q.object.value for q in store.quads(selection, vocab.TG.unmentionedName, graph=graph))
     rows = store.select("explain_passages", values={"retrieval": [retrieval]}, default_graph=graph)
     span_rows = (store.select("explain_spans", values={"answer": [answer]}, default_graph=graph)
                  if answer is not None else [])
@@ -34,7 +37,7 @@ def read_passages(store: StoreBackend, retrieval: NamedNode, answer: NamedNode |
         chain = chains.get(row["chunk"], [])
         spans.append({"mark": int(row["mark"].value), "chunk": row["chunk"].value, "offset": offset,
                       "length": length, "quote": _quote(chain, offset, length), "chain": chain})
-    return {"query_terms": terms, "passages": passages, "spans": spans}
+    return {"query_terms": terms, "passages": passages, "spans": spans, "unmentioned": unmentioned}
 
 
 def _quote(chain: Chain, offset: int, length: int) -> str | None:

@@ -67,7 +67,7 @@ def read_trace(store: StoreBackend, session_iri: str) -> dict | None:
         "error": error,
         "edges": edges,
         **(read_passages(store, head["retrieval"], head.get("answer"), collection) if "retrieval" in head
-           else {"query_terms": [], "passages": [], "spans": []}),
+           else {"query_terms": [], "passages": [], "spans": [], "unmentioned": []}),
     }
 
 

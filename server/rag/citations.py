@@ -34,13 +34,13 @@ def unsupported_sentences(text: str, question: str, cited_edges: dict[int, tuple
         sentence = found.group().strip()
         numbers = [int(n) for n in MARK.findall(sentence)]
         own = held | {word for n in numbers if n in cited_edges for label in cited_edges[n] for word in words(label)}
-        named = _named_words(MARK.sub(" ", sentence))
+        named = named_words(MARK.sub(" ", sentence))
         if any(word not in own for word in named):
             unsupported.append(sentence)
     return unsupported
 
 
-def _named_words(sentence: str) -> list[str]:
+def named_words(sentence: str) -> list[str]:
     """The folded words of ``sentence`` that name something: capitalized or numbers (see above)."""
     tokens = WORD.findall(sentence)
     named = []

@@ -24,7 +24,7 @@ from server.rag.messages import GraphRagResponse
 from server.rag.passage_answer import (
     NO_PASSAGE_ANSWER,
     Span,
-    best_sentences,
+    answering_sentences,
     cited_spans,
     extractive_passage_answer,
     used_passages,
@@ -79,14 +79,15 @@ class DocumentRag(StagedRun):
             yield self._explain(iri, recorder.written)
         progress.stage = "selection"
         deterministic = getattr(self.llm, "deterministic", False)
-        sentences = best_sentences(question, [p.text for p in passages], self.index.embedder)
+        sentences, unmentioned = answering_sentences(question, collection, passages, self.index)
         used = (used_passages(sentences) if deterministic
                 else list(range(passages_that_fit(self.llm, [p.text for p in passages]))))
         if not sentences:  # nothing close enough: the model is not asked either
             used = []
         if recorder:
             method = "extractive" if deterministic else "model"
-            iri = recorder.passage_selection([rank + 1 for rank in used], [(TG.selectionMethod, Literal(method))])
+            iri = recorder.passage_selection([rank + 1 for rank in used], [
+                (TG.selectionMethod, Literal(method)), *((TG.unmentionedName, Literal(name)) for name in unmentioned)])
             yield self._explain(iri, recorder.written)
         progress.stage = "synthesis"
         chosen = [passages[rank] for rank in used]

@@ -15,9 +15,8 @@ from pyoxigraph import Triple
 
 from server.explain.provenance import source_chains_many
 from server.rag.llm import LLM, passages_that_fit
-from server.rag.passage_answer import Span, best_sentences, extractive_passage_answer, used_passages
-from server.rag.passage_embedders import PassageEmbedder
-from server.rag.passage_index import Passage
+from server.rag.passage_answer import Span, answering_sentences, extractive_passage_answer, used_passages
+from server.rag.passage_index import Passage, PassageIndex
 from server.store_base import StoreBackend
 
 EDGE_LINE_CHARS = 80  # a selected edge's line in the answer prompt, to reserve its tokens
@@ -58,11 +57,11 @@ def model_context(llm: LLM, stating: list[ContextPassage], retrieved: list[Passa
     return context[:passages_that_fit(llm, [p.text for p in context], edge_count * EDGE_LINE_CHARS // 4)]
 
 
-def offline_context(question: str, retrieved: list[Passage],
-                    embedder: PassageEmbedder) -> tuple[list[ContextPassage], str, list[Span]]:
+def offline_context(question: str, collection: str, retrieved: list[Passage],
+                    index: PassageIndex) -> tuple[list[ContextPassage], str, list[Span]]:
     """When no edge answers ``question`` offline: the retrieved passages whose sentences answer it, and the
     answer made of those sentences (marks counted among those passages) with its spans."""
-    sentences = best_sentences(question, [p.text for p in retrieved], embedder)
+    sentences, _ = answering_sentences(question, collection, retrieved, index)
     used = used_passages(sentences)
     text, spans = extractive_passage_answer(sentences, [p.chunk for p in retrieved], used)
     return [ContextPassage(retrieved[i].chunk, retrieved[i].text, i + 1) for i in used], text, spans

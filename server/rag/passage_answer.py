@@ -14,8 +14,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from server.rag.citations import MARK
+from server.rag.citations import MARK, named_words
 from server.rag.passage_embedders import PassageEmbedder
+from server.rag.passage_index import Passage, PassageIndex
 from server.rag.text import terms
 
 MAX_SENTENCES = 2  # in an extractive answer
@@ -63,6 +64,16 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         if right > left:
             stripped.append((begin + left, begin + right))
     return stripped
+
+
+def answering_sentences(question: str, collection: str, passages: Sequence[Passage],
+                        index: PassageIndex) -> tuple[list[Sentence], list[str]]:
+    """The :func:`best_sentences` of ``passages`` (empty when the question names something, a proper name
+    or a number, that no passage of the collection mentions: the documents cannot answer a question about
+    what they never name) and those names."""
+    sentences = best_sentences(question, [p.text for p in passages], index.embedder)
+    unmentioned = index.unmentioned(collection, named_words(question)) if sentences else []
+    return ([] if unmentioned else sentences), unmentioned
 
 
 def best_sentences(question: str, passages: Sequence[str], embedder: PassageEmbedder) -> list[Sentence]:

@@ -416,6 +416,22 @@ class PassageIndex:
                                          (_phrase(word),)).fetchone()[0] for word in words}
         return [word for word in words if counts[word] <= limit] or [min(words, key=counts.__getitem__)]
 
+    def unmentioned(self, collection: str, names: list[str]) -> list[str]:
+        """The ``names`` (a question's proper names and numbers, folded) that no passage of ``collection``
+        mentions: a number exactly, a word by its stem or its first letters (all but its last three, at
+        least four: "Australian" is mentioned by "Australia", "Italian" by "Italy")."""
+        with self._lock:
+            table = self._fts(collection)
+            if table is None:
+                return list(names)
+            found = []
+            for name in names:
+                prefix = name if name.isdigit() or len(name) <= 4 else name[:max(4, len(name) - 3)]
+                query = _phrase(name) + ("" if prefix == name else f" OR {_phrase(prefix)}*")  # porter stems the word
+                if not self._db.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (query,)).fetchone():
+                    found.append(name)
+            return found
+
     def _semantic(self, collection: str, question: str) -> dict[int, float]:
         """Passage id -> cosine similarity, best first."""
         if self.vectors is not None:

@@ -121,7 +121,7 @@ class GraphRag(StagedRun):
             return model_context(self.llm, stating, retrieved, len(chosen)), None
         if chosen:
             return [], None
-        context, text, spans = offline_context(question, retrieved, self.passages.embedder)
+        context, text, spans = offline_context(question, collection, retrieved, self.passages)
         return context, ((text, spans) if context else None)
 
     def _answer(self, question: str, selected: list[tuple[str, str, str]],
