@@ -58,7 +58,8 @@ class Runtime:
             self._embeddings_error = str(exc)
         try:
             self._rag = llm_ready(lambda: make_graph_rag(store, config, passages))
-            self._rag.passages_error = self._embeddings_error
+            if self._embeddings_error:
+                self._rag.passages_error = self._embeddings_error
             if passages is not None:
                 self._document_rag = DocumentRag(store, passages, self._rag.llm, config.check_answers)
             self._jobs = IngestJobs(Ingester(store, self._rag.retriever.index,

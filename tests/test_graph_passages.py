@@ -6,6 +6,7 @@ prompt holds the chunks that state the selected edges and the question's best pa
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,6 +83,27 @@ def test_passages_are_off_by_default_and_checked(offline: FlaskClient) -> None:
     assert len(_trace(offline, result)["passages"]) == 1
 
 
+def test_tg_invoke_graph_rag_with_passages_prints_them_and_the_cited_span(
+        offline: FlaskClient, capsys: pytest.CaptureFixture[str]) -> None:
+    from werkzeug.serving import make_server
+
+    from server.cli.tg_invoke import main
+
+    server = make_server("127.0.0.1", 0, offline.application, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        assert main(["-u", url, "-C", "docs", "-n", "2", "-x", "-q", "When was the Suez Canal completed?"]) == 0
+        out, err = capsys.readouterr()
+    finally:
+        server.shutdown()
+    assert out == "The Suez Canal was completed in 1869 [1].\n"
+    lines = err.splitlines()
+    assert "    Retrieved 2 passage(s) for: Canal, Suez, completed" in lines and "    Used 1 passage(s): 1" in lines
+    assert any(line.startswith("    Passage [1]: Chunk 1 (chars ") and line.endswith('"egypt.txt"') for line in lines)
+    assert "    Selected 0 edge(s)" in lines  # the graph's block, beside the passages'
+
+
 def _answer_citing_the_canal_passage(request: Recorded) -> Reply:
     """Extraction and selection as :func:`graph_rag_reply`; the answer cites edge 1 and the passage whose
     text holds 1869 by its number in the prompt."""
@@ -109,3 +131,13 @@ def test_a_model_is_given_the_passages_after_the_edges_and_its_passage_marks_are
     assert [s["quote"] for s in trace["spans"]] == ["The Suez Canal was completed in 1869."]
     assert trace["spans"][0]["mark"] > len(edges) and trace["spans"][0]["chain"][-1]["title"] == "egypt.txt"
     assert trace["edges"] and all(p["selected"] for p in trace["passages"] if p["rank"] <= 2)
+
+
+def test_the_trace_page_of_a_graph_session_with_passages_shows_edges_passages_and_cited_sentences(
+        offline: FlaskClient) -> None:
+    result = _ask(offline, "When was the Suez Canal completed?", passages=True)
+    page = offline.get("/console/trace", query_string={"id": result["session"]}).get_data(as_text=True)
+    assert "<h2>Selected edges</h2>" in page and "<h2>Retrieved passages</h2>" in page
+    assert "<h3>Cited sentences</h3>" in page and '"The Suez Canal was completed in 1869."' in page
+    start = CANAL.index("The Suez")
+    assert f"offset={start}&amp;length=37#span" in page

@@ -11,6 +11,7 @@ LIMIT_FLAGS = {
     "triple_limit": (("--triple-limit",), "edges fetched per entity and hop"),
     "max_subgraph_size": (("-s", "--max-subgraph-size"), "edges retrieved at most"),
     "max_path_length": (("-p", "--max-path-length"), "hops from the seed entities"),
+    "passages": (("-n", "--passages"), "document passages given to the answer beside the edges (1-50; default none)"),
 }
 DOCUMENT_LIMIT_FLAGS = {"passages": (("-n", "--passages"), "passages retrieved (1-50)")}
 
@@ -64,5 +65,5 @@ def check_question(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 def limits_of(args: argparse.Namespace) -> dict[str, int]:
     """The retrieval limits given on the command line (the rest keep the server's defaults)."""
-    return {name: getattr(args, name) for name in (*LIMIT_FLAGS, *DOCUMENT_LIMIT_FLAGS)
+    return {name: getattr(args, name) for name in {**LIMIT_FLAGS, **DOCUMENT_LIMIT_FLAGS}
             if getattr(args, name, None) is not None}

@@ -140,15 +140,16 @@ def trace_lines(trace: dict, show_source: bool = False) -> list[str]:
             lines.append(f"    {name}: {trace[key]}")
     if trace.get("error"):
         lines.append(f"    Error: {error_text(trace['error'])}")
-    if trace.get("retrieval") and trace.get("passages"):
-        lines += ["", f"[retrieval] {trace['retrieval']}", *passage_lines(trace)]
-    elif trace.get("retrieval"):
-        lines += ["", f"[retrieval] {trace['retrieval']}", f"    Retrieved {trace.get('edge_count') or 0} edge(s)"]
-        lines += [f"    Seed {line}" for line in trace.get("seed_reasons") or []]
-    if trace.get("selection") and trace.get("passages"):
-        lines += ["", f"[selection] {trace['selection']}", used_passages_line(trace)]
-    elif trace.get("selection"):
-        lines += ["", f"[selection] {trace['selection']}", *selection_lines(trace, show_source)]
+    graph = trace.get("edge_count") is not None or not trace.get("passages")  # else document RAG's
+    if trace.get("retrieval"):
+        lines += ["", f"[retrieval] {trace['retrieval']}"]
+        if graph:
+            lines.append(f"    Retrieved {trace.get('edge_count') or 0} edge(s)")
+            lines += [f"    Seed {line}" for line in trace.get("seed_reasons") or []]
+        lines += passage_lines(trace) if trace.get("passages") else []
+    if trace.get("selection"):
+        lines += ["", f"[selection] {trace['selection']}", *(selection_lines(trace, show_source) if graph else [])]
+        lines += [used_passages_line(trace)] if trace.get("passages") else []
     if trace.get("answer"):
         lines += ["", f"[answer] {trace['answer']}"]
         if trace.get("outcome") == "no-answer":
@@ -203,14 +204,17 @@ class StreamDisplay:
 
     ``fmt="text"``: explain blocks to ``err`` (when ``explainable``), the answer to ``out``.
     ``fmt="json"``: every message as one JSON line to ``out``.
-    ``show_source``: the selection block quotes the chunk of each chain. ``passages``: a document RAG stream,
-    whose retrieval, selection and answer blocks show passages and cited spans (read from its trace).
+    ``show_source``: the selection block quotes the chunk of each chain. ``passages``: the retrieval, selection
+    and answer blocks show passages and cited spans (read from the trace): document RAG, or GraphRAG asked for
+    passages; ``edges``: the selection block shows the selected edges (not in document RAG's).
     """
 
     def __init__(self, out: TextIO, err: TextIO, lookup: TraceLookup, fmt: str = "text",
-                 explainable: bool = True, show_source: bool = False, passages: bool = False) -> None:
+                 explainable: bool = True, show_source: bool = False, passages: bool = False,
+                 edges: bool = True) -> None:
         self.out, self.err, self.lookup = out, err, lookup
         self.fmt, self.explainable, self.show_source, self.passages = fmt, explainable, show_source, passages
+        self.edges = edges
         self._answer_open = False  # answer text written that does not end with a newline
         self._model: str | None = None  # from the session step's triples
         self._one_screen = _one_screen(out, err)
@@ -251,10 +255,10 @@ class StreamDisplay:
         lines = [f"[{kind}] {iri}"]
         if kind == "session" and triples:
             self._model = StepTriples(triples).value(iri, TG + "model")
+        if kind == "selection" and self.edges:
+            lines += self._selection(iri, triples)
         if self.passages and kind in ("retrieval", "selection", "answer"):
             lines += self._passage_block(kind, iri)
-        elif kind == "selection":
-            lines += self._selection(iri, triples)
         if kind == "answer" and triples:
             step = StepTriples(triples)
             unsupported = sorted(lexical(o) for o in step.objects.get((iri, TG + "unsupported"), []))

@@ -244,14 +244,16 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         raise StoreLocked(f"{exc.message}; ask that server instead: tg-invoke-graph-rag -u http://HOST:PORT "
                           "-q QUESTION") from None
     from server.explain.trace import read_trace
+    from server.rag.passage_index import make_passage_index
     from server.rag.pipeline import make_graph_rag
     from server.rag.providers import llm_ready
 
-    rag = llm_ready(lambda: make_graph_rag(store, config))
+    passages = make_passage_index(store, config) if limits.passages else None
+    rag = llm_ready(lambda: make_graph_rag(store, config, passages))
     explainable = explain_wanted(args)
     messages = (message.to_dict() for message in rag.run(args.question, args.collection, explainable, limits))
     display = StreamDisplay(sys.stdout, sys.stderr, lambda iri: read_trace(store, iri), args.format,
-                            explainable, args.show_source)
+                            explainable, args.show_source, passages=bool(limits.passages))
     display.run(messages)
     return EXIT_OK
 

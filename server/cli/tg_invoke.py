@@ -231,7 +231,7 @@ def _ask(args: argparse.Namespace, documents: bool) -> int:
     client = Client(args.url, args.token)
     explainable = explain_wanted(args)
     display = StreamDisplay(sys.stdout, sys.stderr, client.trace, args.format, explainable, args.show_source,
-                            passages=documents)
+                            passages=documents or bool(args.passages), edges=not documents)
     display.run(client.graph_rag(args.question, args.collection, explainable, not args.no_streaming,
                                  limits_of(args), "/api/document-rag" if documents else "/api/graph-rag"))
     return EXIT_OK

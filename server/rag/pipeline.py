@@ -46,7 +46,7 @@ class GraphRag(StagedRun):
         self.retriever = retriever
         self.check_answers = check_answers  # a model's unsupported answer gives way to the deterministic one
         self.passages = passages  # for graph + passages (None: the embeddings setting cannot work)
-        self.passages_error = ""  # why there is no passage index
+        self.passages_error = "no passage index"  # why there is none
 
     def _stages(self, question: str, collection: str, limits: RetrievalLimits | None,
                 recorder: ExplainRecorder | None, progress: Progress) -> Iterator[GraphRagResponse]:
