@@ -37,7 +37,7 @@ def server(france_store: GraphStore) -> Iterator[InProcess]:
 
 
 def marked(html: str) -> str:
-    [span] = re.findall(r'<mark id="span">(.*?)</mark>', html, re.DOTALL)
+    [span] = re.findall(r'<mark id="span"[^>]*>(.*?)</mark>', html, re.DOTALL)
     return unescape(span)
 
 
@@ -59,6 +59,52 @@ def test_a_facts_line_is_highlighted_in_its_chunk_and_sent_as_json(server: InPro
     other = server.get(server.url + "/console/source/passage", params={
         "id": chunk, "edge": f"<<( <{ENTITY.spain.value}> <{RELATION.capital.value}> <{ENTITY.madrid.value}> )>>"})
     assert other.json()["span"] is None  # the passage does not name the fact
+
+
+def test_a_cited_sentence_is_highlighted_inside_its_chunk_in_its_page(server: InProcess) -> None:
+    """``offset`` and ``length`` (a span in the chunk's text, as a document RAG trace cites it) mark the sentence,
+    the rest of its chunk marked apart, the page's text around it unchanged."""
+    offset, length = CHUNK
+    chunk_text = PAGE_TEXT[offset:offset + length]
+    at = chunk_text.index("Lisbon")
+    page = server.get(server.url + "/console/source", params={"id": vocab.chunk_iri("pt", 1, 2).value,
+                                                              "offset": str(at), "length": "6"})
+    assert page.status_code == 200
+    assert marked(page.text) == "Lisbon"
+    assert re.search(r'<mark id="span" title="the cited sentence">', page.text)
+    chunk_marks = [unescape(m) for m in re.findall(r'<mark class="chunk"[^>]*>(.*?)</mark>', page.text, re.DOTALL)]
+    assert chunk_marks == [chunk_text[:at], chunk_text[at + 6:]]
+    shown = unescape(re.sub(r"<[^>]+>", "", re.search(r'<pre class="passage[^"]*"[^>]*>(.*?)</pre>', page.text,
+                                                      re.DOTALL).group(1)))
+    assert shown == PAGE_TEXT
+
+
+def test_a_cited_sentence_in_a_chunk_without_its_page_is_marked_in_the_chunks_text(server: InProcess) -> None:
+    chunk = vocab.chunk_iri("fr", 4, 2).value
+    text = server.get(server.url + "/console/source/passage", params={"id": chunk}).json()["text"]
+    page = server.get(server.url + "/console/source", params={"id": chunk, "offset": "0", "length": str(len(text))})
+    assert marked(page.text) == text and '<mark class="chunk"' not in page.text
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"offset": "30", "length": "20"}, "is not inside the chunk's text (38 characters)"),
+    ({"offset": "0", "length": "0"}, "is not inside the chunk's text"),
+    ({"offset": "99999999999999999999", "length": "1"}, "'offset' must be a non-negative integer"),
+    ({"offset": "-1", "length": "5"}, "'offset' must be a non-negative integer"),
+    ({"offset": "two", "length": "5"}, "'offset' must be a non-negative integer"),
+    ({"offset": "1", "length": "1.5"}, "'length' must be a non-negative integer"),
+    ({"offset": "²", "length": "1"}, "'offset' must be a non-negative integer"),
+    ({"offset": "1"}, "'offset' and 'length' go together"),
+    ({"length": "1"}, "'offset' and 'length' go together"),
+    ({"offset": "0", "length": "1", "id": vocab.page_iri("pt", 1).value}, "span in a chunk's text"),
+    ({"offset": "0", "length": "1", "edge": f"<<( <{CAPITAL.subject.value}> <{CAPITAL.predicate.value}> "
+                                            f"<{CAPITAL.object.value}> )>>"}, "not both"),
+])
+def test_a_bad_cited_span_is_a_400_that_says_why(server: InProcess, params: dict, message: str) -> None:
+    response = server.get(server.url + "/console/source", params={"id": vocab.chunk_iri("pt", 1, 2).value, **params},
+                          headers={"Accept": "application/json"})
+    assert response.status_code == 400, response.text[:300]
+    assert message in response.text
 
 
 @pytest.mark.parametrize(("path", "params", "status"), [

@@ -6,6 +6,7 @@ queries, streaming GraphRAG answers).
 """
 from __future__ import annotations
 
+from decimal import Decimal
 from itertools import chain, islice
 
 from flask import Blueprint, Response, current_app, render_template, request
@@ -21,6 +22,7 @@ from server.http.descriptions import current_collections, kept_until_written
 from server.http.linked_data import linked_data_response
 from server.http.params import bounded_iri_text, iri_parameter
 from server.labels import store_labels
+from server.rag.document_rag import PassageLimits
 from server.rag.retrieval import RetrievalLimits
 from server.sparql_templates import template_limit
 from server.store_base import StoreBackend
@@ -74,6 +76,12 @@ def chain_name(node: dict) -> str:
     return node_name(node) + chunk_span(node)
 
 
+@blueprint.app_template_filter("score")
+def score(value: float) -> str:
+    """A passage's score to three significant digits, never in exponent form: ``3e-06`` -> ``0.000003``."""
+    return format(Decimal(f"{value:.3g}"), "f")
+
+
 def term_view(term: NamedNode | Literal | BlankNode | Triple, labels: dict[NamedNode, str] | None = None) -> dict:
     """A term as the ``term`` macro of ``templates/partials/terms.html`` shows it."""
     labels = labels or {}
@@ -106,7 +114,14 @@ def _trace_view(trace: dict, store: StoreBackend) -> dict:
     edges = [{**edge, "terms": [term_view(t, labels) for t in (triple.subject, triple.predicate, triple.object)],
               "mentioned": _mentioned_only(edge)}
              for edge, triple in zip(trace["edges"], triples, strict=True)]
-    return {**trace, "edges": edges}
+    return {**trace, "edges": edges, "documents": _asked_documents(store, trace)}
+
+
+def _asked_documents(store: StoreBackend, trace: dict) -> bool:
+    """Whether the session asked the documents (its retrieval counts passages, not edges) rather than the graph
+    (with or without passages beside its edges)."""
+    return trace.get("retrieval") is not None and trace.get("edge_count") is None and next(store.quads(
+        NamedNode(trace["retrieval"]), vocab.TG.passageCount, graph=store.explain_graph), None) is not None
 
 
 def _mentioned_only(edge: dict) -> list[list[dict]]:
@@ -167,7 +182,8 @@ def ask() -> str:
                    or [config.default_collection])
     return render_template("ask.html", question=request.args.get("q", ""), questions=EXAMPLE_QUESTIONS,
                            collections=collections, collection=config.default_collection,
-                           limits=RetrievalLimits())
+                           documents=request.args.get("mode") == "documents", limits=RetrievalLimits(),
+                           passages=PassageLimits())
 
 
 @blueprint.get("/console/trace")

@@ -1,6 +1,6 @@
 """The source viewer: a document, page or chunk with its text, where it sits (document › page › chunk), the
-span that supports a fact highlighted, and the previous and next chunk; and a passage with its span as JSON
-for the graph view's panel."""
+span that supports a fact (or a cited sentence of a document RAG answer) highlighted, and the previous and next
+chunk; and a passage with its span as JSON for the graph view's panel."""
 from __future__ import annotations
 
 import re
@@ -18,6 +18,7 @@ from server.vocab import SOURCE_KINDS
 
 blueprint = Blueprint("sources", __name__)
 MAX_EDGE = 8192  # characters of the edge parameter
+MAX_DIGITS = 12  # of the offset and length parameters
 
 
 def _edge_parameter() -> Triple | None:
@@ -35,6 +36,36 @@ def _edge_parameter() -> Triple | None:
     if len(quads) != 1:
         raise BadRequest("'edge' must be one triple term <<( s p o )>>")
     return quads[0].triple
+
+
+def _span_parameters() -> tuple[int, int] | None:
+    """The optional ``offset`` and ``length`` of a span in the chunk's text (a cited sentence); 400 unless both
+    are given as non-negative integers."""
+    raw = {name: request.args.get(name) for name in ("offset", "length")}
+    if all(value is None for value in raw.values()):
+        return None
+    for name, value in raw.items():
+        if value is None:
+            raise BadRequest("'offset' and 'length' go together: the span of a sentence in the chunk's text")
+        if not (value.isascii() and value.isdigit() and len(value) <= MAX_DIGITS):  # int("²") fails
+            raise BadRequest(f"'{name}' must be a non-negative integer, got {value[:MAX_DIGITS]!r}")
+    return int(raw["offset"]), int(raw["length"])
+
+
+def _cited_span(store: GraphStore, node: dict, span: tuple[int, int]) -> tuple[int, int]:
+    """``span`` (offset, length) as (start, end) in the chunk's text; 400 unless ``node`` is a chunk whose text
+    holds it."""
+    if node["type"] != "Chunk":
+        raise BadRequest(f"'offset' and 'length' mark a span in a chunk's text; <{node['iri']}> is a "
+                         f"{(node['type'] or 'node').lower()}")
+    text = store.librarian_text(NamedNode(node["iri"]))
+    if text is None:
+        raise NotFound(f"no text for <{node['iri']}>")
+    offset, length = span
+    if length < 1 or offset + length > len(text):
+        raise BadRequest(f"the span of {length} characters at offset {offset} is not inside the chunk's text "
+                         f"({len(text)} characters)")
+    return offset, offset + length
 
 
 def _node(store: GraphStore, iri: NamedNode) -> dict:
@@ -94,13 +125,32 @@ def _highlight(store: GraphStore, node: dict, edge: Triple | None) -> tuple[str,
     return own, span, "the fact"
 
 
+def _segments(text: str, span: tuple[int, int] | None,
+              cited: tuple[int, int] | None) -> list[tuple[str, str | None]]:
+    """``text`` cut into ``(piece, mark)``: ``mark`` is "span" for the highlighted span, None elsewhere; with a
+    ``cited`` sentence (start, end in the chunk's text, ``span`` being the chunk's place in ``text`` or None when
+    ``text`` is the chunk's), the sentence is the "span" and the rest of its chunk "chunk"."""
+    if cited is None:
+        marks = [(0, None), (span[0], "span"), (span[1], None)] if span else [(0, None)]
+    else:
+        start, end = span or (0, len(text))
+        marks = [(0, None), (start, "chunk"), (start + cited[0], "span"), (start + cited[1], "chunk"), (end, None)]
+    ends = [at for at, _ in marks[1:]] + [len(text)]
+    return [(text[at:stop], mark) for (at, mark), stop in zip(marks, ends, strict=True) if stop > at]
+
+
 @blueprint.get("/console/source")
 def source() -> str:
-    """The source viewer page of a document, page or chunk (``id``); ``edge`` highlights that fact."""
+    """The source viewer page of a document, page or chunk (``id``); ``edge`` highlights that fact, ``offset`` and
+    ``length`` a sentence of the chunk's text (a cited span)."""
     store = current_store()
     iri = iri_parameter("id")
     edge = _edge_parameter()
+    sentence = _span_parameters()
+    if edge is not None and sentence is not None:
+        raise BadRequest("give either 'edge' (a fact) or 'offset' and 'length' (a sentence), not both")
     node = _node(store, iri)
+    cited = _cited_span(store, node, sentence) if sentence is not None else None
     crumbs = [node]
     while crumbs[0]["parent"] is not None and len(crumbs) < 4:
         crumbs.insert(0, _node(store, crumbs[0]["parent"]))
@@ -110,8 +160,10 @@ def source() -> str:
     previous = siblings[at - 1] if at else None
     following = siblings[at + 1] if at is not None and at + 1 < len(siblings) else None
     children = _children(store, iri) if node["type"] in ("Document", "Page") else []
-    parts = (text[:span[0]], text[span[0]:span[1]], text[span[1]:]) if span else (text, "", "")
-    return render_template("source.html", node=node, crumbs=crumbs, parts=parts, highlighted=what if span else None,
+    if cited is not None:
+        what = "the cited sentence"
+    return render_template("source.html", node=node, crumbs=crumbs, segments=_segments(text, span, cited),
+                           highlighted=what if span or cited else None, cited=cited is not None,
                            edge=request.args.get("edge") if edge else None, previous=previous, following=following,
                            children=children)
 

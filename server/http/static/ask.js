@@ -1,8 +1,12 @@
-/* Ask: POSTs the question to /api/graph-rag and reads the Server-Sent Events stream with fetch.
+/* Ask: POSTs the question to /api/graph-rag (or, in Documents mode, ?mode=documents, to /api/document-rag)
+   and reads the Server-Sent Events stream with fetch.
    Each step has a placeholder ("Retrieving…") with its running time until its explain event arrives; the
    event's explain_triples fill it in (GlassExplain, GlassSteps: no second request per step) and, once the
    edges are selected, draw the graph (GlassGraph). The answer sits on top, its [n] marks linked to the
-   edges; Stop aborts the request (the server records the session as cancelled). */
+   edges; Stop aborts the request (the server records the session as cancelled). A document RAG answer's
+   passages and cited sentences are read back from its trace once it is recorded (the stream names their
+   chunks, not their documents and text): the passages in the retrieval step, the sentences under the answer
+   with their marks linked to them. */
 "use strict";
 
 (() => {
@@ -21,13 +25,33 @@
   const traceUrl = (session) => `/console/trace?id=${encodeURIComponent(session)}`;
   const graphCard = document.getElementById("graph-card");
   const panel = document.getElementById("ask-graph-panel");
-  const STEPS = [  // by the explain message's explain_kind: no IRI is parsed here
+  const title = document.getElementById("ask-title");
+  const cited = document.getElementById("cited-box");
+  const TG = "https://trustgraph.ai/ns/";
+  const STEPS = [  // by the explain message's explain_kind: no IRI is parsed here; ``passages``: the title in Documents mode
     { kind: "session", running: "Starting the session…", done: "Session started" },
-    { kind: "retrieval", running: "Retrieving…", done: "Edges retrieved" },
-    { kind: "selection", running: "Selecting…", done: "Edges selected" },
+    { kind: "retrieval", running: "Retrieving…", done: "Edges retrieved", passages: "Passages retrieved" },
+    { kind: "selection", running: "Selecting…", done: "Edges selected", passages: "Passages selected" },
     { kind: "answer", running: "Writing the answer…", done: "Answer recorded" },
   ];
   let run = null;  // the question in progress: its controller, steps, index and timer
+
+  function documentsMode() {
+    return document.querySelector('input[name="mode"]:checked').value === "documents";
+  }
+
+  /** The mode's fields, title and address (?mode=documents, so that a link reproduces it). */
+  function showMode() {
+    const documents = documentsMode();
+    for (const field of document.querySelectorAll("[data-mode]")) {
+      field.hidden = (field.dataset.mode === "documents") !== documents;
+    }
+    title.textContent = documents ? "Ask the documents" : "Ask the graph";
+    const url = new URL(location.href);
+    if (documents) url.searchParams.set("mode", "documents");
+    else url.searchParams.delete("mode");
+    history.replaceState(null, "", url);
+  }
 
   function numberOf(id) {
     const value = Number(document.getElementById(id).value);
@@ -82,8 +106,10 @@
     step.item.classList.replace("running", "done");
     step.item.classList.add("loaded");
     step.item.dataset.iri = message.explain_id || "";
-    step.title.textContent = step.done;
-    if (step.kind === "session") {
+    step.title.textContent = (run.documents && step.passages) || step.done;
+    if (run.documents && (step.kind === "retrieval" || step.kind === "selection")) {
+      step.body.append(passageStep(step.kind, message.explain_id));
+    } else if (step.kind === "session") {
       run.session = message.explain_id;
       live.dataset.session = message.explain_id;
       step.body.append(GlassSteps.link(`/console/trace?id=${encodeURIComponent(message.explain_id)}`, message.explain_id));
@@ -98,7 +124,7 @@
       if (run.index.value(message.explain_id, "https://trustgraph.ai/ns/outcome") === "no-answer") {
         const outcome = GlassSteps.el("p", "outcome");
         outcome.append(GlassSteps.el("span", "badge badge-no-answer", "no-answer"),
-          " The knowledge graph does not answer this question.");
+          ` The ${run.documents ? "documents do" : "knowledge graph does"} not answer this question.`);
         step.body.append(outcome);
       }
       for (const sentence of run.index.objects(message.explain_id, "https://trustgraph.ai/ns/unsupported").map((t) => t.v)) {
@@ -112,6 +138,39 @@
     }
     const next = run.steps[run.steps.indexOf(step) + 1];
     if (next) start(next);
+  }
+
+  /** A document RAG step from its triples: the passages retrieved with the query terms, or those used. */
+  function passageStep(kind, id) {
+    if (kind === "retrieval") {
+      const terms = run.index.objects(id, `${TG}queryTerm`).map(GlassExplain.lexical).sort();
+      return GlassSteps.passageCount(Number(run.index.value(id, `${TG}passageCount`) || 0), "retrieved", terms);
+    }
+    run.selected = run.index.objects(id, `${TG}selectedPassage`).length;
+    const method = run.index.value(id, `${TG}selectionMethod`);
+    return GlassSteps.passageCount(run.selected, `used for the answer${method ? ` (${method})` : ""}`, []);
+  }
+
+  /** The recorded passages (in the retrieval step) and cited sentences (under the answer) of a document RAG
+      answer, read back from its trace. */
+  async function showPassages(current) {
+    try {
+      const response = await fetch(`/api/explain?id=${encodeURIComponent(current.session)}`, {
+        headers: { Accept: "application/json" }, signal: current.controller.signal });
+      if (!response.ok) {
+        const reason = GlassDownload.errorMessage(await response.text());
+        showError(`The passages could not be read: error ${response.status}: ${reason}`);
+        return;
+      }
+      const trace = await response.json();
+      current.steps.find((step) => step.kind === "retrieval").body.append(GlassSteps.passages(trace.passages));
+      if (trace.spans.length) {
+        cited.querySelector("ol").replaceWith(GlassSteps.citedSpans(trace.spans));
+        cited.hidden = false;
+      }
+    } catch (failure) {
+      if (failure.name !== "AbortError") showError(`The passages could not be read: ${failure.message}`);
+    }
   }
 
   function handle(message) {
@@ -149,7 +208,10 @@
     const outcome = run.outcome || "failed";
     setStatus(outcome);
     answer.classList.toggle("no-answer", outcome === "no-answer");
-    if (outcome === "answered") GlassSteps.markAnswer(answer, run.selected || 0, focusEdge);
+    if (outcome === "answered") {
+      if (run.documents) GlassSteps.markAnswer(answer, run.selected, GlassSteps.focusCited, "cited");
+      else GlassSteps.markAnswer(answer, run.selected || 0, focusEdge);
+    }
     if (run.session) {
       traceLink.querySelector("a").href = traceUrl(run.session);
       traceLink.hidden = false;
@@ -185,6 +247,7 @@
     errorBox.hidden = true;
     traceLink.hidden = true;
     graphCard.hidden = true;
+    cited.hidden = true;
     live.hidden = false;
     delete live.dataset.done;
     delete live.dataset.session;
@@ -193,7 +256,7 @@
     button.disabled = true;
     stop.hidden = false;
     run = { controller: new AbortController(), steps: placeholders(), index: new GlassExplain.Index(),
-            session: null, outcome: null, selected: 0 };
+            session: null, outcome: null, selected: 0, documents: documentsMode() };
     run.timer = setInterval(tick, 100);
     start(run.steps[0]);
     const url = new URL(location.href);
@@ -206,14 +269,16 @@
       collection: document.getElementById("collection").value,
       explainable: true,
       streaming: true,
-      entity_limit: numberOf("entity_limit"),
-      triple_limit: numberOf("triple_limit"),
-      max_subgraph_size: numberOf("max_subgraph_size"),
-      max_path_length: numberOf("max_path_length"),
+      ...(run.documents ? { passages: numberOf("passages") } : {
+        entity_limit: numberOf("entity_limit"),
+        triple_limit: numberOf("triple_limit"),
+        max_subgraph_size: numberOf("max_subgraph_size"),
+        max_path_length: numberOf("max_path_length"),
+      }),
     };
     const current = run;
     try {
-      const response = await fetch("/api/graph-rag", {
+      const response = await fetch(current.documents ? "/api/document-rag" : "/api/graph-rag", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
         body: JSON.stringify(body),
@@ -239,6 +304,8 @@
         showError(`The stream broke: ${failure.message}`);
       }
     }
+    const retrieved = current.steps.find((step) => step.kind === "retrieval").item.classList.contains("done");
+    if (run === current && current.documents && retrieved) await showPassages(current);
     if (run === current) finish();
   }
 
@@ -247,6 +314,8 @@
     const question = input.value.trim();
     if (question) ask(question);
   });
+  for (const radio of document.querySelectorAll('input[name="mode"]')) radio.addEventListener("change", showMode);
+  showMode();  // a page restored with another choice than its address
   stop.addEventListener("click", () => {
     if (run) run.controller.abort();
   });

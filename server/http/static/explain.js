@@ -157,7 +157,8 @@ const GlassExplain = (() => {
   function chainName(node) {
     const preferred = node.type === "Document" ? [node.title, node.label] : [node.label, node.title];
     const name = preferred.find(Boolean) || node.iri;
-    const span = node.offset !== null && node.length !== null ? ` (chars ${node.offset}-${node.offset + node.length})` : "";
+    const recorded = typeof node.offset === "number" && typeof node.length === "number";  // /api/explain's nodes may lack them
+    const span = recorded ? ` (chars ${node.offset}-${node.offset + node.length})` : "";
     return name + span;
   }
 

@@ -1,6 +1,8 @@
 /* What the console shows of a trace's steps, built from GlassExplain's view with DOM nodes (no HTML
    strings): the retrieval's seeds and counts, the selected edges with their number, reason, chooser and
-   source chains (links to the source viewer), and an answer whose [n] marks link to those edges. */
+   source chains (links to the source viewer), and an answer whose [n] marks link to those edges; for a
+   document RAG trace, its passages and cited sentences (links to the source viewer with the sentence
+   highlighted), as partials/passages.html shows them on the trace page. */
 "use strict";
 
 const GlassSteps = (() => {
@@ -98,20 +100,98 @@ const GlassSteps = (() => {
     return part;
   }
 
-  /** Replaces the text of ``box`` with the same text whose [n] marks are links to edge n (when n names a
-      selected edge; other marks stay text, flagged); ``onMark(n)`` runs when one is followed. */
-  function markAnswer(box, count, onMark) {
+  /** A document RAG step's counts: "N passages retrieved" and the query terms, or "N passages used". */
+  function passageCount(count, text, terms) {
+    const part = el("div");
+    const line = el("p");
+    line.append(el("strong", "count", String(count)), ` ${count === 1 ? "passage" : "passages"} ${text}`);
+    part.append(line);
+    if (terms.length) part.append(el("p", "query-terms small", `Query terms: ${terms.join(", ")}`));
+    return part;
+  }
+
+  /** A score as the trace page shows it (console.py's ``score``): three significant digits, no exponent. */
+  function score(value) {
+    return value.toLocaleString("en-US", { maximumSignificantDigits: 3, useGrouping: false });
+  }
+
+  /** The retrieved passages of /api/explain's trace: rank, chain (chunk → page → document), scores, used. */
+  function passages(list) {
+    const box = el("ol", "passages");
+    box.id = "passages";
+    for (const passage of list) {
+      const item = el("li", passage.selected ? "passage selected" : "passage");
+      item.dataset.rank = String(passage.rank);
+      const head = el("p", "passage-head");
+      head.append(el("span", "edge-number", `#${passage.rank}`), " ",
+        passage.chain.length ? chain(passage.chain) : el("span", "muted", `${passage.chunk} (no longer stored)`), " ",
+        el("span", `badge badge-${passage.selected ? "used" : "unused"}`, passage.selected ? "used" : "not used"));
+      item.append(head, el("p", "scores muted small",
+        `fused ${score(passage.fused)} · bm25 ${score(passage.lexical)} · cosine ${score(passage.semantic)}`));
+      box.append(item);
+    }
+    return box;
+  }
+
+  function spanHref(span) {
+    const url = new URL("/console/source", location.href);
+    url.searchParams.set("id", span.chunk);
+    url.searchParams.set("offset", String(span.offset));
+    url.searchParams.set("length", String(span.length));
+    return `${url.pathname}${url.search}#span`;
+  }
+
+  /** The answer's cited sentences: ``[n] "sentence"``, each a link to the source viewer with it highlighted;
+      the first sentence of mark n is ``#cited-n``, the target of the answer's [n]. */
+  function citedSpans(spans) {
+    const box = el("ol", "cited");
+    box.id = "cited";
+    const marks = new Set();
+    for (const span of spans) {
+      const item = el("li", "cited-span");
+      item.dataset.mark = String(span.mark);
+      if (!marks.has(span.mark)) item.id = `cited-${span.mark}`;
+      marks.add(span.mark);
+      const quote = span.quote === null ? `chars ${span.offset}–${span.offset + span.length} of its chunk`
+        : `"${span.quote}"`;
+      const a = link(spanHref(span), `[${span.mark}] ${quote}`, "The cited sentence in its source");
+      a.className = "cited-quote";
+      item.append(a);
+      if (span.chain.length > 1) {
+        const where = span.chain.slice(1).reverse().map(GlassExplain.chainName).join(" › ");
+        item.append(" ", el("span", "muted small", `in ${where}`));
+      }
+      box.append(item);
+    }
+    return box;
+  }
+
+  /** Outlines the cited sentences of mark ``number``. */
+  function focusCited(number) {
+    for (const item of document.querySelectorAll(".cited-span")) {
+      item.classList.toggle("focused", item.dataset.mark === String(number));
+    }
+  }
+
+  const MARK_TITLES = { edge: "The edge this rests on", cited: "The sentence this rests on" };
+
+  /** Replaces the text of ``box`` with the same text whose [n] marks are links to ``#{target}-n`` (edge n, or
+      the cited sentence of passage n, when n names a selected one; other marks stay text, flagged);
+      ``onMark(n)`` runs when one is followed. With ``passages`` (GraphRAG with passages, numbered after the
+      ``count`` edges), the marks past the edges link to their cited sentences. */
+  function markAnswer(box, count, onMark, target = "edge", passages = 0) {
     const text = box.textContent;
     box.replaceChildren();
     let last = 0;
     for (const found of text.matchAll(/\[(\d{1,6})\]/g)) {
       box.append(text.slice(last, found.index));
       const number = Number(found[1]);
-      if (number >= 1 && number <= count) {
-        const mark = link(`#edge-${number}`, found[0], `The edge this rests on: [${number}]`);
+      const kind = number >= 1 && number <= count ? target : number > count && number <= count + passages ? "cited" : null;
+      if (kind) {
+        const mark = link(`#${kind}-${number}`, found[0], `${MARK_TITLES[kind]}: [${number}]`);
         mark.className = "mark";
         mark.dataset.number = String(number);
-        mark.addEventListener("click", () => onMark(number));
+        mark.addEventListener("click", () => (kind === target ? onMark : focusCited)(number));
         box.append(mark);
       } else {
         box.append(el("span", "mark-invalid", found[0]));
@@ -121,5 +201,5 @@ const GlassSteps = (() => {
     box.append(text.slice(last));
   }
 
-  return { retrieval, selection, markAnswer, chain, el, link };
+  return { retrieval, selection, markAnswer, chain, el, link, passageCount, passages, citedSpans, focusCited };
 })();
