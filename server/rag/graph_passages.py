@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyoxigraph import Triple
 
 from server.explain.provenance import source_chains_many
-from server.rag.llm import LLM, passages_that_fit
+from server.rag.llm import LLM, PROMPT_CHARS_PER_TOKEN, passages_that_fit
 from server.rag.passage_answer import Span, answering_sentences, extractive_passage_answer, used_passages
 from server.rag.passage_index import Passage, PassageIndex
 from server.store_base import StoreBackend
@@ -54,7 +54,8 @@ def model_context(llm: LLM, stating: list[ContextPassage], retrieved: list[Passa
     for rank, passage in enumerate(retrieved, start=1):  # a stating chunk retrieved too keeps its place
         passages[passage.chunk] = ContextPassage(passage.chunk, passage.text, rank)
     context = list(passages.values())
-    return context[:passages_that_fit(llm, [p.text for p in context], edge_count * EDGE_LINE_CHARS // 4)]
+    return context[:passages_that_fit(llm, [p.text for p in context],
+                                      int(edge_count * EDGE_LINE_CHARS / PROMPT_CHARS_PER_TOKEN))]
 
 
 def offline_context(question: str, collection: str, retrieved: list[Passage],
