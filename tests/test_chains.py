@@ -145,3 +145,13 @@ def test_semantic_tier_seeds_a_misspelled_entity_only_when_nothing_matches_exact
     assert exact == [ENTITY.portugal] and ENTITY.spain not in ranked  # an exact match: no semantic tier
     assert index.focus_relations("Which city is the seat of government of Portugal?", "default") == []
     assert index.focus_relations("What is Portugal's capital city?", "default") == [RELATION.capital]
+
+
+def test_a_word_as_close_to_two_relations_does_not_pick_one_of_them() -> None:
+    swiss = [("Switzerland", "language", name) for name in ("German", "French", "Italian", "Romansch", "English")]
+    swiss += [("Switzerland", "official language", name) for name in ("German", "French", "Italian", "Romansch")]
+    swiss += [("Switzerland", "ethnic groups", "Swiss")]
+    # "spoken" is 0.33 from "official language" and 0.27 from "language": no reason to drop the languages
+    found = chosen("What languages are spoken in Switzerland?", swiss)
+    assert {p for _, p, _ in found} == {"language", "official language"} and len(found) == 9
+    assert {p for _, p, _ in chosen("What are the official languages of Switzerland?", swiss)} == {"official language"}

@@ -31,6 +31,7 @@ CLOSEST_FLOOR = 0.24  # a relation closest to a mention by this much and ...
 CLOSEST_MARGIN = 0.11  # ... this far ahead of the next is asked for, at
 CLOSEST_STRENGTH = 0.4  # this strength (a hop must gain chains.MIN_GAIN)
 STEM_AGREEMENT = 0.3  # similarity that confirms a match by stem ("acted" ~ "actor" 0.43, "popular" ~ "population" 0.11)
+TIE_MARGIN = 0.06  # similarities this close to a word's best match by meaning are a tie (see _near_ties)
 STEM = 4  # letters two words must share from their start to match by stem ("writ"er ~ "writ"ten)
 _CACHE_SIZE = 20_000  # text -> vector entries kept across questions (relation labels repeat)
 
@@ -122,9 +123,24 @@ def relation_matches(mentions: list[Mention], relations: list[str], aliases: Ali
             strengths.append(round(similarity, 3) if similarity >= SEMANTIC_FLOOR else 0.0)
         result[relation], raw[relation] = strengths, similarities
     shares = [any(stem_match(m.lemma, other) for lemmas, _ in names.values() for other in lemmas) for m in mentions]
+    _near_ties(result, raw, [m.position in kinds for m in mentions])
     if closest:
         _closest_of_the_rest(result, raw, [m.position in kinds for m in mentions], shares)
     return result
+
+
+def _near_ties(result: dict[str, list[float]], raw: dict[str, list[float]], kinds: list[bool]) -> None:
+    """A word matched by meaning alone gives the same strength to every relation about as close to it
+    (within ``TIE_MARGIN``): "spoken" ~ "official language" 0.33 and ~ "language" 0.27 cannot tell the two
+    apart, so neither wins by it ("What languages are spoken in Switzerland?" lists both relations' edges)."""
+    for position, kind in enumerate(kinds):
+        semantic = [relation for relation, strengths in result.items() if 0 < strengths[position] < 1.0]
+        if kind or not semantic or any(strengths[position] >= 1.0 for strengths in result.values()):
+            continue
+        best = max(result[relation][position] for relation in semantic)
+        for relation, similarities in raw.items():
+            if similarities[position] >= best - TIE_MARGIN:
+                result[relation][position] = best
 
 
 def _closest_of_the_rest(result: dict[str, list[float]], raw: dict[str, list[float]], kinds: list[bool],
