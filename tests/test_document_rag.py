@@ -331,3 +331,14 @@ def test_an_unknown_vector_store_or_qdrant_without_a_place_is_a_clear_error(tmp_
         make_passage_index(store, Config(vectors="milvus"))
     with pytest.raises(EmbeddingsFailed, match="GLASSGRAPH_QDRANT_URL"):
         make_passage_index(store, Config(vectors="qdrant"))
+
+
+def test_markdown_markup_is_not_part_of_a_sentence_and_the_answer_is_one_line() -> None:
+    from server.rag.passage_answer import Sentence, extractive_passage_answer, sentence_spans
+
+    text = "Reporting\n---------\nSend the backtrace\n  to the list. Thanks.\n\n```sh\nmake\n```\n# Usage\n- run it"
+    pieces = [text[a:b] for a, b in sentence_spans(text)]
+    assert pieces == ["Reporting", "Send the backtrace\n  to the list.", "Thanks.", "make", "# Usage", "- run it"]
+    start = text.index("Send")
+    answer, spans = extractive_passage_answer([Sentence(0, start, start + 34, pieces[1], 1.0)], ["urn:c"], [0])
+    assert answer == "Send the backtrace to the list [1]." and spans == [(1, "urn:c", start, 34)]

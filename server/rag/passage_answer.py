@@ -26,9 +26,13 @@ MIN_COVERAGE = 0.4  # of the question's weighted content words the best sentence
 ABSENT_WEIGHT = 0.5  # of a question word no candidate holds (a paraphrase: "emerge" for "arose")
 MEANING_WEIGHT = 0.5  # of the sentence's cosine similarity to the question, added to its coverage
 NO_PASSAGE_ANSWER = "The documents do not answer this question."
-# A sentence ends at . ! ? followed by space and a capital, digit or quote, or at a blank line; an
-# initial ("A. Smith", "B.C.") does not end one
-_BOUNDARY = re.compile(r"(?<![A-Z])(?<!\b[A-Z]\.[A-Z])([.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n")
+# A sentence ends at . ! ? followed by space and a capital, digit or quote, at a blank line, and at a line of
+# Markdown's markup; an initial ("A. Smith", "B.C.") does not end one
+_BOUNDARY = re.compile(r"(?<![A-Z])(?<!\b[A-Z]\.[A-Z])([.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n"
+                       r"|\n(?=[ \t]*(?:#{1,6}|[-*+]|\d{1,3}[.)])[ \t])")  # a line that starts a heading or an item
+# A line of Markdown's markup, never part of a sentence: an underline, a rule or a code fence (dropped), a
+# heading (a sentence of its own)
+_MARKUP_LINE = re.compile(r"[ \t]*(?:(?P<rule>[=\-*_~]{3,}|`{3,}[\w+-]*)|#{1,6}[ \t][^\n]*)[ \t]*")
 
 
 @dataclass(frozen=True)
@@ -52,11 +56,10 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     spans.append((start, len(text)))
     lines = []
     for begin, end in spans:
-        if end - begin <= MAX_SENTENCE_CHARS:
-            lines.append((begin, end))
-            continue
-        for line in re.finditer(r"[^\n]+", text[begin:end]):
-            lines.append((begin + line.start(), begin + line.end()))
+        if end - begin > MAX_SENTENCE_CHARS:
+            lines += [(begin + line.start(), begin + line.end()) for line in re.finditer(r"[^\n]+", text[begin:end])]
+        else:
+            lines += _without_markup(text, begin, end)
     stripped = []
     for begin, end in lines:
         piece = text[begin:end]
@@ -64,6 +67,23 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         if right > left:
             stripped.append((begin + left, begin + right))
     return stripped
+
+
+def _without_markup(text: str, begin: int, end: int) -> list[tuple[int, int]]:
+    """``begin..end`` cut at its lines of Markdown markup: rules, underlines and fences left out, a heading
+    kept as a piece of its own."""
+    pieces, start = [], begin
+    for line in re.finditer(r"[^\n]*", text[begin:end]):
+        found = _MARKUP_LINE.fullmatch(line.group())
+        if found is None:
+            continue
+        line_start, line_end = begin + line.start(), begin + line.end()
+        pieces.append((start, line_start))
+        if found.group("rule") is None:
+            pieces.append((line_start, line_end))
+        start = line_end
+    pieces.append((start, end))
+    return [(a, b) for a, b in pieces if b > a]
 
 
 def answering_sentences(question: str, collection: str, passages: Sequence[Passage],
@@ -116,7 +136,7 @@ def extractive_passage_answer(sentences: list[Sentence], chunks: Sequence[str],
     pieces, spans = [], []
     for sentence in sentences:
         mark = used.index(sentence.passage) + 1
-        text = sentence.text
+        text = " ".join(sentence.text.split())  # the source's line breaks and indentation are not the answer's
         stop = len(text) - 1 if text[-1:] in ".!?" else len(text)
         pieces.append(f"{text[:stop]} [{mark}]{text[stop:]}")
         spans.append((mark, chunks[sentence.passage], sentence.start, sentence.end - sentence.start))
