@@ -104,6 +104,15 @@ def test_markdown_blank_preamble_is_no_page_and_line_ends_are_lf() -> None:
     assert document.pages == [Page(1, "Only", "## Only\ntext\n")]
 
 
+def test_setext_headings_start_pages_and_a_rule_after_a_blank_line_does_not() -> None:
+    text = "httplib2\n========\n\nA library.\n\nInstallation\n------------\npip install httplib2\n\n```\nnot\n---\n```\n\n" \
+           "Usage\n---\nCall it.\n\n---\n\nAfter a rule.\n"
+    document = read_document(text.encode(), name="README.md")
+    assert document.title == "httplib2"
+    assert [page.title for page in document.pages] == ["httplib2", "Installation", "Usage"]
+    assert "".join(page.text for page in document.pages) == text and "After a rule." in document.pages[2].text
+
+
 def test_an_unclosed_fence_hides_the_headings_after_it() -> None:
     document = read_document(b"# One\n````\n# not\n```\n# still not\n", declared="text/markdown")
     assert [page.title for page in document.pages] == ["One"]

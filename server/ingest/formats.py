@@ -230,13 +230,16 @@ def _pdf_page_text(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", _lf_line_ends(text))
 
 
-# Markdown: ATX headings and the code fences that hide them, found line by line at once by one pattern.
+# Markdown: ATX headings, setext headings (a line underlined by = or -) and the code fences that hide them,
+# found line by line at once by one pattern.
 _MARKDOWN_LINE = re.compile(
-    r"^ {0,3}(?:(?P<hashes>#{1,6})(?:[ \t](?P<heading>.*))?|(?P<fence>`{3,}|~{3,})(?P<info>.*))$", re.MULTILINE)
+    r"^ {0,3}(?:(?P<hashes>#{1,6})(?:[ \t](?P<heading>.*))?|(?P<fence>`{3,}|~{3,})(?P<info>.*)"
+    r"|(?P<setext>[^\n]*\S[^\n]*)\n {0,3}(?P<under>=+|-+)[ \t]*)$", re.MULTILINE)
 
 
 def _read_markdown(text: str) -> Document:
-    """Sections start at ATX headings outside fenced code; a page's text is the section's raw Markdown."""
+    """Sections start at headings (ATX or setext) outside fenced code; a page's text is the section's raw
+    Markdown."""
     starts: list[tuple[int, str | None]] = [(0, None)]
     title = None
     fence = ""
@@ -247,12 +250,12 @@ def _read_markdown(text: str) -> Document:
             elif fence and match["fence"][0] == fence[0] and len(match["fence"]) >= len(fence) \
                     and not match["info"].strip():
                 fence = ""
-        elif match["hashes"] and not fence:
+        elif (match["hashes"] or match["setext"]) and not fence:
             if len(starts) > MAX_PAGES:  # each heading starts a page (its line is not blank)
                 raise _too_many_pages()
-            heading = _heading_text(match["heading"] or "")
+            heading = _heading_text(match["heading"] or "") if match["hashes"] else match["setext"].strip()
             starts.append((match.start(), heading))
-            if title is None and len(match["hashes"]) == 1:
+            if title is None and (match["hashes"] == "#" or (match["under"] or "")[:1] == "="):
                 title = heading
     bounds = [start for start, _ in starts[1:]] + [len(text)]
     sections = [(heading, text[start:end]) for (start, heading), end in zip(starts, bounds, strict=True)]
