@@ -94,13 +94,13 @@ def console_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_ask_the_documents_and_follow_a_cited_sentence_to_its_source(page: object, console_url: str) -> None:
     page.goto(f"{console_url}/console/ask")
     page.click("details.options summary")
-    assert page.is_visible("#entity_limit") and not page.is_visible("#passages")
+    assert page.is_visible("#entity_limit") and not page.is_visible("#passage_limit")
     page.focus('input[name="mode"][value="graph"]')
     page.keyboard.press("ArrowRight")  # the mode is a radio group: the arrow keys choose
     assert page.is_checked('input[name="mode"][value="documents"]')
     assert parse_qs(urlsplit(page.url).query)["mode"] == ["documents"]  # a link reproduces it
-    assert page.is_visible("#passages") and not page.is_visible("#entity_limit")
-    assert page.input_value("#passages") == "5" and page.inner_text("#ask-title") == "Ask the documents"
+    assert page.is_visible("#passage_limit") and not page.is_visible("#entity_limit")
+    assert page.input_value("#passage_limit") == "5" and page.inner_text("#ask-title") == "Ask the documents"
     page.fill("#question", QUESTION)
     page.press("#question", "Enter")
     page.locator("#live[data-done]").wait_for()

@@ -38,8 +38,9 @@ def client(tmp_path: Path) -> Iterator[FlaskClient]:
     yield app.test_client()
 
 
-def ingest(client: FlaskClient, text: str, name: str) -> dict:
-    response = client.post("/api/collections/docs/documents", data=text.encode(), query_string={"name": name},
+def ingest(client: FlaskClient, text: str, name: str, **options: object) -> dict:
+    response = client.post("/api/collections/docs/documents", data=text.encode(),
+                           query_string={"name": name, **options},
                            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "text/plain"})
     assert response.status_code == 202, response.get_data(as_text=True)
     url = response.get_json()["url"]
@@ -111,6 +112,15 @@ def test_a_deleted_document_is_never_retrieved_and_its_new_version_is(client: Fl
     trace = client.get("/api/explain", query_string={
         "id": ask(client, "When was the Suez Canal completed?")["session"]}).get_json()
     assert all("Suez" not in (p["chain"][0]["text"] or "") for p in trace["passages"])
+
+
+def test_an_old_trace_quotes_no_span_its_chunk_no_longer_holds(client: FlaskClient) -> None:
+    old = ingest(client, CANAL, "egypt.txt")
+    result = ask(client, "When was the Suez Canal completed?")
+    client.delete(f"/api/collections/docs/documents/{old['id']}", headers={"Authorization": f"Bearer {TOKEN}"})
+    ingest(client, CANAL, "egypt.txt", chunk_size=30, chunk_overlap=0)  # the same IRIs, shorter chunks
+    [span] = client.get("/api/explain", query_string={"id": result["session"]}).get_json()["spans"]
+    assert span["quote"] is None and span["offset"] + span["length"] > 30
 
 
 class _Embeddings:
@@ -209,7 +219,7 @@ def test_glassgraph_explain_prints_the_passages_and_the_cited_sentence(client: F
     assert "    Retrieved 1 passage(s) for: Canal, Suez, completed" in lines
     assert f'    Passage [1]: Chunk 1 (chars {start}-{start + 37}) → Page 1 → "egypt.txt"' in lines
     assert "      “The Suez Canal was completed in 1869.”" in lines
-    assert "    Used 1 passage(s): 1" in lines
+    assert "    Used 1 passage(s): #1 as [1]" in lines
 
 
 def test_tg_invoke_document_rag_prints_the_answer_and_the_cited_span(tmp_path: Path,
@@ -229,7 +239,7 @@ def test_tg_invoke_document_rag_prints_the_answer_and_the_cited_span(tmp_path: P
         assert out == "The Suez Canal was completed in 1869 [1].\n"
         start = CANAL.index("The Suez")
         assert f'    Passage [1]: Chunk 1 (chars {start}-{start + 37}) → Page 1 → "egypt.txt"' in err.splitlines()
-        assert "    Used 1 passage(s): 1" in err.splitlines()
+        assert "    Used 1 passage(s): #1 as [1]" in err.splitlines()
         assert main_documents(["-u", url, "-C", "nosuch", "-q", "Anything?"]) == 1
         assert "no collection 'nosuch'" in capsys.readouterr().err
     finally:
@@ -342,3 +352,24 @@ def test_markdown_markup_is_not_part_of_a_sentence_and_the_answer_is_one_line() 
     start = text.index("Send")
     answer, spans = extractive_passage_answer([Sentence(0, start, start + 34, pieces[1], 1.0)], ["urn:c"], [0])
     assert answer == "Send the backtrace to the list [1]." and spans == [(1, "urn:c", start, 34)]
+
+
+def test_qdrant_failures_are_embeddings_errors_and_a_fresh_process_still_drops_points(tmp_path: Path,
+                                                                                      embeddings: _Embeddings) -> None:
+    config = Config(store_path=str(tmp_path / "store"), embeddings="openai", embeddings_base_url=embeddings.url,
+                    embeddings_model="tiny", vectors="qdrant", qdrant_path=str(tmp_path / "qdrant"))
+    store = GraphStore(tmp_path / "store")
+    first = make_passage_index(store, config)
+    Ingester(store, LabelIndex(store), None, first).ingest(CANAL.encode(), "docs", name="egypt.txt")
+    with pytest.raises(EmbeddingsFailed, match="cannot be opened: .*GLASSGRAPH_QDRANT_PATH is for one process"):
+        make_passage_index(store, config)  # the local mode's directory is held by the first
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(EmbeddingsFailed, match="cannot be opened"):
+        make_passage_index(store, replace(config, qdrant_path=str(tmp_path / "file")))
+    chunk = first.search("docs", "Suez", 1)[0].chunk
+    first.vectors.close()
+    second = make_passage_index(store, config)  # a restart: the index file beside the store holds the passage
+    assert delete_document(store, "docs", NamedNode(list_documents(store, "docs")[0]["iri"]))
+    assert second.sync("docs") == (0, 1)  # drops its point too, though this process never used Qdrant before
+    assert second.vectors.missing("docs", [chunk], 8) == {chunk}
+    second.vectors.close()

@@ -99,9 +99,10 @@ def test_tg_invoke_graph_rag_with_passages_prints_them_and_the_cited_span(
         server.shutdown()
     assert out == "The Suez Canal was completed in 1869 [1].\n"
     lines = err.splitlines()
-    assert "    Retrieved 2 passage(s) for: Canal, Suez, completed" in lines and "    Used 1 passage(s): 1" in lines
+    assert "    Retrieved 2 passage(s) for: Canal, Suez, completed" in lines
+    assert "    Used 1 passage(s): #1 as [1]" in lines
     assert any(line.startswith("    Passage [1]: Chunk 1 (chars ") and line.endswith('"egypt.txt"') for line in lines)
-    assert "    Selected 0 edge(s)" in lines  # the graph's block, beside the passages'
+    assert "    Retrieved 0 edge(s)" in lines and "    Selected 0 edge(s)" in lines  # the graph's blocks too
 
 
 def _answer_citing_the_canal_passage(request: Recorded) -> Reply:

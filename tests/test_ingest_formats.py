@@ -105,8 +105,8 @@ def test_markdown_blank_preamble_is_no_page_and_line_ends_are_lf() -> None:
 
 
 def test_setext_headings_start_pages_and_a_rule_after_a_blank_line_does_not() -> None:
-    text = "httplib2\n========\n\nA library.\n\nInstallation\n------------\npip install httplib2\n\n```\nnot\n---\n```\n\n" \
-           "Usage\n---\nCall it.\n\n---\n\nAfter a rule.\n"
+    text = ("httplib2\n========\n\nA library.\n\nInstallation\n------------\npip install httplib2\n\n"
+            "```\nnot\n---\n```\n\nUsage\n---\nCall it.\n\n---\n\nAfter a rule.\n")
     document = read_document(text.encode(), name="README.md")
     assert document.title == "httplib2"
     assert [page.title for page in document.pages] == ["httplib2", "Installation", "Usage"]

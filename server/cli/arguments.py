@@ -11,7 +11,7 @@ LIMIT_FLAGS = {
     "triple_limit": (("--triple-limit",), "edges fetched per entity and hop"),
     "max_subgraph_size": (("-s", "--max-subgraph-size"), "edges retrieved at most"),
     "max_path_length": (("-p", "--max-path-length"), "hops from the seed entities"),
-    "passages": (("-n", "--passages"), "document passages given to the answer beside the edges (1-50; default none)"),
+    "passages": (("-n", "--passages"), "document passages given to the answer beside the edges (1-50)"),
 }
 DOCUMENT_LIMIT_FLAGS = {"passages": (("-n", "--passages"), "passages retrieved (1-50)")}
 

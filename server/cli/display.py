@@ -87,6 +87,12 @@ def chain_lines(name: str, chain: list[dict], labels: Sequence[str], show_source
 CHOSEN_BY = {"model": "the model", "fallback": "the deterministic selector (fallback)",
              "deterministic": "the deterministic selector"}
 NO_ANSWER_LINE = "    Outcome: no answer (the knowledge graph does not answer this question)"
+NO_PASSAGE_ANSWER_LINE = "    Outcome: no answer (the documents do not answer this question)"
+
+
+def no_answer_line(graph: bool) -> str:
+    """The outcome line of a question that got no answer: from the graph (and any passages), or the documents."""
+    return NO_ANSWER_LINE if graph else NO_PASSAGE_ANSWER_LINE
 
 
 def edge_lines(edge: dict, show_source: bool = False, model: str | None = None) -> list[str]:
@@ -153,7 +159,7 @@ def trace_lines(trace: dict, show_source: bool = False) -> list[str]:
     if trace.get("answer"):
         lines += ["", f"[answer] {trace['answer']}"]
         if trace.get("outcome") == "no-answer":
-            lines.append(NO_ANSWER_LINE)
+            lines.append(no_answer_line(graph))
         lines += [line for span in trace.get("spans") or [] for line in span_lines(span)]
         lines += [f"    Unsupported: {one_line(sentence)}" for sentence in trace.get("unsupported") or []]
         if trace.get("answer_fallback"):
@@ -176,11 +182,16 @@ def passage_lines(trace: dict) -> list[str]:
 
 
 def used_passages_line(trace: dict) -> str:
-    """``    Used 2 passage(s): 1, 3``: the retrieval ranks of the passages a document RAG answer used (and the
-    names of the question that no passage mentions, when that is why none was)."""
-    used = [p["rank"] for p in trace["passages"] if p["selected"]]
+    """``    Used 2 passage(s): #1 as [1], #3 as [2]``: the retrieval ranks of the passages an answer used, with
+    the marks that cite them (and the names of the question that no passage mentions, when that is why none
+    was)."""
+    marks: dict[str, list[int]] = {}
+    for span in trace.get("spans") or []:
+        marks.setdefault(span["chunk"], []).append(span["mark"])
+    used = [f"#{p['rank']}" + "".join(f" as [{mark}]" for mark in dict.fromkeys(marks.get(p["chunk"], [])))
+            for p in trace["passages"] if p["selected"]]
     never = trace.get("unmentioned") or []
-    return (f"    Used {len(used)} passage(s): {', '.join(map(str, used)) or 'none'}"
+    return (f"    Used {len(used)} passage(s): {', '.join(used) or 'none'}"
             + (f" (the documents never mention: {', '.join(never)})" if never else ""))
 
 
@@ -233,7 +244,7 @@ class StreamDisplay:
             if message.get("end_of_session"):
                 self._close_answer()
                 if self.fmt == "text" and message.get("outcome") == "no-answer":
-                    self.err.write(f"[outcome] no-answer\n{NO_ANSWER_LINE}\n")
+                    self.err.write(f"[outcome] no-answer\n{no_answer_line(self.edges)}\n")
                     self.err.flush()
                 return
         self._close_answer()
@@ -255,6 +266,8 @@ class StreamDisplay:
         lines = [f"[{kind}] {iri}"]
         if kind == "session" and triples:
             self._model = StepTriples(triples).value(iri, TG + "model")
+        if kind == "retrieval" and self.edges and triples and StepTriples(triples).value(iri, TG + "edgeCount"):
+            lines.append(f"    Retrieved {StepTriples(triples).value(iri, TG + 'edgeCount')} edge(s)")
         if kind == "selection" and self.edges:
             lines += self._selection(iri, triples)
         if self.passages and kind in ("retrieval", "selection", "answer"):

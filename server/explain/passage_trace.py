@@ -41,5 +41,7 @@ def read_passages(store: StoreBackend, retrieval: NamedNode, answer: NamedNode |
 
 
 def _quote(chain: Chain, offset: int, length: int) -> str | None:
+    """The cited sentence from the chunk's text; None when the chunk is gone or its text no longer holds the
+    span (a document ingested again under the same IRIs with other chunk sizes)."""
     text = chain[0].get("text") if chain else None
-    return None if text is None else text[offset:offset + length]
+    return None if text is None or offset + length > len(text) else text[offset:offset + length]

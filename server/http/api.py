@@ -125,6 +125,8 @@ def _request_fields(limits_type: type[Limits]) -> tuple[str, str, bool, bool | N
     for name in limits_type.RANGES:
         if name in switches and isinstance(body.get(name), bool):  # "passages": true
             setattr(limits, name, switches[name] if body[name] else 0)
+        elif name in switches and body.get(name) is not None and not isinstance(body[name], int):
+            raise BadRequest(f"field '{name}' must be true, false or an integer")
         else:
             setattr(limits, name, _field(body, name, int, getattr(limits, name)))
     try:

@@ -158,7 +158,7 @@ class Ingester:
         quads += vocab.activity_quads(vocab.source_graph(collection), vocab.activity_iri(doc_id), doc,
                                       *self._agent(), started, vocab.now_literal(), self._settings(options, report))
         passages = self._passage_rows(report, document, chunks)
-        vectors = self.passages.embed_rows(passages) if self.passages else None  # fails before anything is written
+        vectors = self.passages.prepare(collection, passages) if self.passages else None  # fails before any write
         with self.store.writing():
             if existing_document(self.store, collection, doc_id) is None:
                 self.store.extend(quads)

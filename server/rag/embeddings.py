@@ -16,7 +16,9 @@ import numpy as np
 
 DIMENSIONS = 256  # of the shipped model; entity vectors keep the first LABEL_DIMENSIONS (Matryoshka)
 LABEL_DIMENSIONS = 128  # of the entity label vectors kept beside the label index
-_BATCH = 512  # texts per tokenizer call
+_BATCH = 512  # texts per tokenizer call at most
+BATCH_CHARS = 256_000  # a batch's texts times its longest, at most: the tokenizer pads every text to the longest
+WINDOW_CHARS = 1_000  # a longer text is embedded as windows of about this size, their vectors averaged
 
 
 class Embedder:
@@ -31,16 +33,38 @@ class Embedder:
 
     def embed(self, texts: list[str], dimensions: int = DIMENSIONS) -> np.ndarray:
         """``len(texts)`` unit vectors (float32 rows) of the first ``dimensions`` dimensions; a text
-        without any known token gets the zero vector (similar to nothing)."""
-        out = np.zeros((len(texts), dimensions), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # a batch pads to its longest text
-        for start in range(0, len(texts), _BATCH):
-            rows = order[start:start + _BATCH]
+        without any known token gets the zero vector (similar to nothing).
+
+        The work is bounded whatever the texts: a batch pads every text to its longest, so texts go in
+        order of length, in batches of at most ``BATCH_CHARS`` padded characters, and a text longer than
+        ``WINDOW_CHARS`` goes as windows whose mean vectors are averaged by length (a mean of token
+        vectors either way): one 21,000-character sentence among a few hundred had taken 8 GB."""
+        windows, owner = [], []
+        for index, text in enumerate(texts):
+            for start in range(0, max(len(text), 1), WINDOW_CHARS):
+                windows.append(text[start:start + WINDOW_CHARS])
+                owner.append(index)
+        sums = np.zeros((len(texts), dimensions), dtype=np.float32)
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
+        for rows in _batches(order, [len(windows[i]) for i in order]):
             with self._lock:
-                vectors = self._model.embed([texts[i] for i in rows], norm=False, batch_size=_BATCH)[:, :dimensions]
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            out[rows] = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-        return out
+                vectors = self._model.embed([windows[i] for i in rows], norm=False, batch_size=len(rows))
+            for row, vector in zip(rows, vectors[:, :dimensions], strict=True):
+                sums[owner[row]] += vector * max(len(windows[row]), 1)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        return np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
+
+
+def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
+    """``order`` (by ascending ``lengths``) cut into batches of at most ``_BATCH`` texts whose count times
+    their longest stays within ``BATCH_CHARS``."""
+    batches: list[list[int]] = []
+    for row, length in zip(order, lengths, strict=True):
+        if batches and len(batches[-1]) < _BATCH and (len(batches[-1]) + 1) * max(length, 1) <= BATCH_CHARS:
+            batches[-1].append(row)
+        else:
+            batches.append([row])
+    return batches
 
 
 @lru_cache(maxsize=1)

@@ -48,7 +48,8 @@ class Sentence:
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of each sentence of ``text``, stripped of surrounding white space; a "sentence"
-    longer than ``MAX_SENTENCE_CHARS`` (a table, a list without stops) is taken line by line."""
+    longer than ``MAX_SENTENCE_CHARS`` (a table, a list without stops) is taken line by line, a longer line
+    in pieces of that size."""
     spans, start = [], 0
     for found in _BOUNDARY.finditer(text):
         spans.append((start, found.start() + len(found.group(1) or "")))
@@ -57,7 +58,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     lines = []
     for begin, end in spans:
         if end - begin > MAX_SENTENCE_CHARS:
-            lines += [(begin + line.start(), begin + line.end()) for line in re.finditer(r"[^\n]+", text[begin:end])]
+            for line in re.finditer(r"[^\n]+", text[begin:end]):
+                lines += _cut(text, begin + line.start(), begin + line.end())
         else:
             lines += _without_markup(text, begin, end)
     stripped = []
@@ -67,6 +69,18 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         if right > left:
             stripped.append((begin + left, begin + right))
     return stripped
+
+
+def _cut(text: str, begin: int, end: int) -> list[tuple[int, int]]:
+    """``begin..end`` in pieces of at most ``MAX_SENTENCE_CHARS``, cut after a space where there is one (a
+    line without stops is not one sentence of any length)."""
+    pieces = []
+    while end - begin > MAX_SENTENCE_CHARS:
+        space = text.rfind(" ", begin + 1, begin + MAX_SENTENCE_CHARS)
+        cut = space + 1 if space > begin else begin + MAX_SENTENCE_CHARS
+        pieces.append((begin, cut))
+        begin = cut
+    return [*pieces, (begin, end)]
 
 
 def _without_markup(text: str, begin: int, end: int) -> list[tuple[int, int]]:

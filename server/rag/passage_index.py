@@ -235,6 +235,15 @@ class PassageIndex:
             found = self._db.execute("SELECT value FROM meta WHERE key = 'dimensions'").fetchone()
         return int(found[0]) if found else self.embed_rows([PassageRow("", "", "", "dimensions")]).shape[1]
 
+    def prepare(self, collection: str, rows: list[PassageRow]) -> np.ndarray | None:
+        """What an ingest does before its store write (a failure then stores nothing): embed its chunks
+        and, with Qdrant, store their vectors there (None is returned: :meth:`add` needs none)."""
+        vectors = self.embed_rows(rows)
+        if self.vectors is None:
+            return vectors
+        self.vectors.put(collection, [row.chunk for row in rows], vectors)
+        return None
+
     def embed_rows(self, rows: list[PassageRow]) -> np.ndarray:
         """The vectors of chunks about to be written (an ingest embeds before it writes: a failure stores
         nothing)."""
@@ -244,14 +253,14 @@ class PassageIndex:
             self._check_dimensions(vectors)
         return vectors
 
-    def add(self, collection: str, rows: list[PassageRow], vectors: np.ndarray,
+    def add(self, collection: str, rows: list[PassageRow], vectors: np.ndarray | None,
             replaced_document: str | None = None) -> None:
-        """Index an ingested document's chunks (``vectors`` from :meth:`embed_rows`), dropping what the index
+        """Index an ingested document's chunks (``vectors`` from :meth:`prepare`), dropping what the index
         held of ``replaced_document``, in one transaction, right after the store write. Should the index
         refuse (a full disk), the collection is synced whole at its next search instead."""
         try:
             with self._sync_locks.setdefault(collection, threading.Lock()), self._lock:  # not beside a sync
-                if self.vectors is not None:
+                if self.vectors is not None and vectors is not None:  # not stored by prepare
                     self.vectors.put(collection, [row.chunk for row in rows], vectors)
                     vectors = None
                 self._db.execute("BEGIN")

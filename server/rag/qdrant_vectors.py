@@ -39,10 +39,15 @@ class QdrantVectors:
                                    "pip install 'glassgraph[qdrant]'") from None
         self._models = models
         self._server = bool(url)
-        self._client = QdrantClient(url=url, api_key=api_key) if url else QdrantClient(path=path)
+        self.where = url or path
+        try:
+            self._client = QdrantClient(url=url, api_key=api_key) if url else QdrantClient(path=path)
+        except Exception as exc:  # a local path held by another process, or not a directory
+            raise EmbeddingsFailed(f"the Qdrant vector store {self.where} cannot be opened: {exc} "
+                                   "(GLASSGRAPH_QDRANT_PATH is for one process; a server, GLASSGRAPH_QDRANT_URL, "
+                                   "for several)") from None
         self._prefix = "glassgraph-passages-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", embedder_name)
         self.name: str | None = None  # the Qdrant collection, once the vectors' size is known
-        self.where = url or path
 
     def _collection(self, dimensions: int) -> str:
         """The Qdrant collection of this model's vectors of ``dimensions``, created on first use."""
@@ -88,12 +93,15 @@ class QdrantVectors:
             raise self._failed(exc) from exc
 
     def drop(self, collection: str, chunks: list[str]) -> None:
-        """Forget the vectors of ``chunks`` (those of a collection that no longer has them)."""
-        if not chunks or self.name is None:
+        """Forget the vectors of ``chunks`` (those of a collection that no longer has them), in the Qdrant
+        collection of every size of this model's vectors (a process may drop before it has embedded)."""
+        if not chunks:
             return
+        points = self._models.PointIdsList(points=[point_id(collection, chunk) for chunk in chunks])
         try:
-            self._client.delete(self.name, points_selector=self._models.PointIdsList(
-                points=[point_id(collection, chunk) for chunk in chunks]))
+            for found in self._client.get_collections().collections:
+                if found.name.startswith(self._prefix + "-"):
+                    self._client.delete(found.name, points_selector=points)
         except Exception as exc:
             raise self._failed(exc) from exc
 

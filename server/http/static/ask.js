@@ -269,7 +269,7 @@
       collection: document.getElementById("collection").value,
       explainable: true,
       streaming: true,
-      ...(run.documents ? { passages: numberOf("passages") } : {
+      ...(run.documents ? { passages: numberOf("passage_limit") } : {
         entity_limit: numberOf("entity_limit"),
         triple_limit: numberOf("triple_limit"),
         max_subgraph_size: numberOf("max_subgraph_size"),
