@@ -55,5 +55,5 @@ def test_stop_cancels_the_request_and_the_session_is_recorded_cancelled(page: ob
     deadline = time.monotonic() + 20
     while (trace := read_trace(sample_store, session))["error"] is None and time.monotonic() < deadline:
         time.sleep(0.2)  # the server notices the closed connection at its next piece
-    assert trace["status"] == "failed" and trace["error"]["type"] == "cancelled", trace["error"]
+    assert trace["status"] == "cancelled" and trace["error"]["type"] == "cancelled", trace["error"]
     assert trace["answer"] is None

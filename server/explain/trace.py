@@ -6,6 +6,7 @@ from itertools import islice
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
 from server import vocab
+from server.errors import ErrorType
 from server.explain.passage_trace import read_passages
 from server.explain.provenance import mention_chains_many, source_chains_many
 from server.labels import store_labels, term_name
@@ -103,10 +104,13 @@ def _session_node(iri: str) -> NamedNode | None:
 
 
 def _status(row: dict) -> str:
-    """``answered``, ``no-answer`` (the graph does not answer the question), ``failed`` or ``incomplete``."""
+    """``answered``, ``no-answer`` (the graph does not answer the question), ``cancelled`` (its client left),
+    ``failed`` or ``incomplete``."""
     if "answer" in row:
         return "no-answer" if _value(row.get("outcome")) == "no-answer" else "answered"
-    return "failed" if "errorType" in row else "incomplete"
+    if "errorType" in row:
+        return "cancelled" if _value(row["errorType"]) == ErrorType.CANCELLED.wire_name else "failed"
+    return "incomplete"
 
 
 def _value(term: NamedNode | Literal | None) -> str | None:
