@@ -127,3 +127,21 @@ def test_ask_the_documents_and_follow_a_cited_sentence_to_its_source(page: objec
     assert page.evaluate("""() => { const box = document.getElementById("span").getBoundingClientRect();
                                     return scrollY > 0 && box.top >= 0 && box.bottom <= innerHeight; }""")
     screenshot(page, "source-cited-sentence")
+
+
+def test_a_shared_ask_link_keeps_its_collection_and_documents_mode_hides_the_graph_examples(tmp_path: Path) -> None:
+    app = create_app(Config(store_path=str(tmp_path / "store"), load_sample=False, query_workers=0, token="t"))
+    client = app.test_client()
+    response = client.post("/api/collections/notes/documents", data=b"The canal opened in 1869.",
+                           query_string={"name": "a.txt"}, headers={"Authorization": "Bearer t",
+                                                                    "Content-Type": "text/plain"})
+    assert response.status_code == 202
+    deadline = time.monotonic() + 30
+    while client.get(response.get_json()["url"]).get_json()["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    page = client.get("/console/ask", query_string={"mode": "documents", "collection": "notes"}).get_data(as_text=True)
+    assert "<option selected>notes</option>" in page
+    assert '<p class="examples" data-mode="graph" hidden>' in page
+    other = client.get("/console/ask", query_string={"collection": "<nosuch>"}).get_data(as_text=True)
+    assert "nosuch" not in other  # only a collection the store holds is chosen

@@ -180,8 +180,10 @@ def ask() -> str:
     config = current_config()
     collections = ([c["collection"] for c in current_collections(current_app._get_current_object())]
                    or [config.default_collection])
+    asked = request.args.get("collection")
     return render_template("ask.html", question=request.args.get("q", ""), questions=EXAMPLE_QUESTIONS,
-                           collections=collections, collection=config.default_collection,
+                           collections=collections,
+                           collection=asked if asked in collections else config.default_collection,
                            documents=request.args.get("mode") == "documents", limits=RetrievalLimits(),
                            passages=PassageLimits())
 

@@ -261,6 +261,7 @@
     start(run.steps[0]);
     const url = new URL(location.href);
     url.searchParams.set("q", question);
+    url.searchParams.set("collection", document.getElementById("collection").value);  // a link asks the same
     url.searchParams.delete("session");
     history.replaceState(null, "", url);
     askedBefore.hidden = true;
