@@ -310,13 +310,16 @@ def test_a_question_of_only_common_words_still_searches_by_the_rarest(tmp_path: 
     lexical = [p for p in found if p.lexical_rank is not None]
     assert len(lexical) >= 20 and all("harbour" in p.text for p in lexical)  # the rarer of the two is searched
 
+def _qdrant_store(tmp_path: Path, embeddings: _Embeddings) -> tuple[Config, GraphStore]:
+    """A store and a configuration keeping its passage vectors in Qdrant's local mode (the loopback embedder's)."""
+    return (Config(store_path=str(tmp_path / "store"), embeddings="openai", embeddings_base_url=embeddings.url,
+                   embeddings_model="tiny", vectors="qdrant", qdrant_path=str(tmp_path / "qdrant")),
+            GraphStore(tmp_path / "store"))
 
 
 def test_qdrant_holds_the_vectors_shared_by_processes_each_chunk_embedded_once(tmp_path: Path,
                                                                                embeddings: _Embeddings) -> None:
-    config = Config(store_path=str(tmp_path / "store"), embeddings="openai", embeddings_base_url=embeddings.url,
-                    embeddings_model="tiny", vectors="qdrant", qdrant_path=str(tmp_path / "qdrant"))
-    store = GraphStore(tmp_path / "store")
+    config, store = _qdrant_store(tmp_path, embeddings)
     first = make_passage_index(store, config)
     ingester = Ingester(store, LabelIndex(store), None, first)
     ingester.ingest(CANAL.encode(), "docs", name="egypt.txt")
@@ -356,9 +359,7 @@ def test_markdown_markup_is_not_part_of_a_sentence_and_the_answer_is_one_line() 
 
 def test_qdrant_failures_are_embeddings_errors_and_a_fresh_process_still_drops_points(tmp_path: Path,
                                                                                       embeddings: _Embeddings) -> None:
-    config = Config(store_path=str(tmp_path / "store"), embeddings="openai", embeddings_base_url=embeddings.url,
-                    embeddings_model="tiny", vectors="qdrant", qdrant_path=str(tmp_path / "qdrant"))
-    store = GraphStore(tmp_path / "store")
+    config, store = _qdrant_store(tmp_path, embeddings)
     first = make_passage_index(store, config)
     Ingester(store, LabelIndex(store), None, first).ingest(CANAL.encode(), "docs", name="egypt.txt")
     with pytest.raises(EmbeddingsFailed, match="cannot be opened: .*GLASSGRAPH_QDRANT_PATH is for one process"):
