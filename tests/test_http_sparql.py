@@ -387,14 +387,54 @@ def test_sparqlwrapper_queries_it(server: LiveServer) -> None:
     assert client.query().convert()["boolean"] is True
 
 
-def test_rdflib_sparqlstore_queries_it(server: LiveServer) -> None:
+SPARQLWRAPPER_FORMATS = [
+    *(("SELECT", f) for f in ("json", "xml", "csv", "tsv")), *(("ASK", f) for f in ("json", "xml")),
+    *((form, f) for form in ("CONSTRUCT", "DESCRIBE")
+      for f in ("turtle", "n3", "rdf+xml", "rdf", "xml", "json-ld", "json"))]
+
+
+@pytest.mark.parametrize(("form", "return_format"), SPARQLWRAPPER_FORMATS)
+def test_sparqlwrapper_gets_every_query_form_in_every_return_format_it_names(
+        server: LiveServer, form: str, return_format: str) -> None:
+    """SPARQLWrapper names its format in ``format=``, ``output=`` and ``results=`` (Virtuoso's and Fuseki's
+    names: turtle, json-ld, rdf+xml...) as well as in Accept; "json" and "xml" mean results or a graph by
+    the query form."""
+    from rdflib import Graph, URIRef
+    from rdflib import Literal as RdfLiteral
+    from SPARQLWrapper import SPARQLWrapper
+
+    text = {"SELECT": f"SELECT ?o WHERE {{ <{B.value}> ?p ?o }}", "ASK": f"ASK {{ <{B.value}> ?p ?o }}",
+            "CONSTRUCT": f"CONSTRUCT {{ <{B.value}> ?p ?o }} WHERE {{ <{B.value}> ?p ?o }}",
+            "DESCRIBE": f"DESCRIBE <{B.value}>"}[form]
+    client = SPARQLWrapper(server.url + "/sparql")
+    client.setQuery(text)
+    client.setReturnFormat(return_format)
+    response = client.query().response
+    body, media = response.read(), response.headers["Content-Type"].split(";")[0]
+    if form == "SELECT":
+        assert b"two" in body and media in {"json": JSON_RESULTS, "xml": "application/sparql-results+xml",
+                                             "csv": "text/csv", "tsv": "text/tab-separated-values"}[return_format]
+    elif form == "ASK":
+        assert b"true" in body
+    else:
+        rdf = {"text/turtle": "turtle", "application/rdf+xml": "xml", "application/ld+json": "json-ld",
+               "application/n-triples": "nt"}[media]
+        graph = Graph().parse(data=body, format=rdf)
+        assert (URIRef(B.value), URIRef(P.value), RdfLiteral("two", lang="en")) in graph
+
+
+@pytest.mark.parametrize("return_format", ["json", "xml", "csv"])
+def test_rdflib_sparqlstore_queries_it(server: LiveServer, return_format: str) -> None:
     from rdflib import Graph, URIRef
     from rdflib.plugins.stores.sparqlstore import SPARQLStore
 
-    graph = Graph(store=SPARQLStore(server.url + "/sparql", returnFormat="json"))
+    graph = Graph(store=SPARQLStore(server.url + "/sparql", returnFormat=return_format))
     result = list(graph.query(f"SELECT ?o WHERE {{ <{D.value}> ?p ?o }}"))
     assert [str(row[0]) for row in result] == ["default"]
-    assert (URIRef(D.value), URIRef(P.value), None) in graph
+    assert (URIRef(D.value), URIRef(P.value), None) in graph  # an ASK
+    if return_format == "xml":  # its default, whose Accept names RDF/XML too; with json or csv, a graph is a 406
+        built = graph.query(f"CONSTRUCT {{ <{D.value}> ?p ?o }} WHERE {{ <{D.value}> ?p ?o }}").graph
+        assert [str(o) for o in built.objects(URIRef(D.value), URIRef(P.value))] == ["default"]
 
 
 def test_pyoxigraph_federates_with_service_and_gets_triple_terms_intact(server: LiveServer) -> None:

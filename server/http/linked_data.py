@@ -3,7 +3,10 @@
 carries ``Link`` headers to its alternates (``Vary: Accept`` is added app-wide for GET and HEAD).
 
 ``?format=`` takes a short name (``ttl``, ``trig``, ``nt``, ``nq``, ``jsonld``, ``rdf``, ``html``;
-``json``, ``xml``, ``csv``, ``tsv`` for query results) or a media type, and wins over Accept.
+``json``, ``xml``, ``csv``, ``tsv`` for query results) or a media type, and wins over Accept. The names
+SPARQLWrapper sends, in ``format=``, ``output=`` and ``results=`` alike, as Virtuoso and Fuseki read them
+(``turtle``, ``n3``, ``json-ld``, ``rdf+xml``), are taken too; its ``json`` and ``xml`` mean query results or a
+graph by what the query answers.
 """
 from __future__ import annotations
 
@@ -33,6 +36,17 @@ FORMAT_NAMES: dict[str, str] = {
     "tsv": "text/tab-separated-values",
 }
 _NAME_OF = {media: name for name, media in FORMAT_NAMES.items()}
+# Other clients' names, each as an Accept value (SPARQLWrapper's, as Virtuoso and Fuseki read them)
+FORMAT_ALIASES: dict[str, str] = {
+    "turtle": "text/turtle",
+    "n3": "text/turtle",  # Turtle is N3's subset that RDF needs
+    "ntriples": "application/n-triples",
+    "json-ld": "application/ld+json",
+    "rdf+xml": "application/rdf+xml",
+    "json": "application/sparql-results+json, application/ld+json",
+    "xml": "application/sparql-results+xml, application/rdf+xml",
+}
+FORMAT_PARAMETERS = ("format", "output", "results")  # read in this order
 # What a resource or a trace is offered as: Turtle first (what a client that takes several formats
 # alike, as rdflib does, gets: a dataset format would hide named graphs' triples from a graph reader).
 LINKED_DATA_MEDIA: dict[str, RdfFormat] = {"text/turtle": RdfFormat.TURTLE, "application/trig": RdfFormat.TRIG,
@@ -40,13 +54,16 @@ LINKED_DATA_MEDIA: dict[str, RdfFormat] = {"text/turtle": RdfFormat.TURTLE, "app
 
 
 def requested_accept() -> str | None:
-    """The media type ``?format=`` names (400 if it names none), else the request's Accept header."""
-    chosen = request.args.get("format")
-    if chosen is None:
+    """What ``?format=`` (or ``output=``, ``results=``) names, as an Accept value (400 if it names nothing),
+    else the request's Accept header."""
+    parameter = next((name for name in FORMAT_PARAMETERS if name in request.args), None)
+    if parameter is None:
         return request.headers.get("Accept")
-    media = FORMAT_NAMES.get(chosen.lower(), chosen.lower() if "/" in chosen else None)
+    chosen = request.args[parameter].lower()
+    media = FORMAT_ALIASES.get(chosen) or FORMAT_NAMES.get(chosen) or (chosen if "/" in chosen else None)
     if media is None:
-        raise BadRequest(f"format={chosen!r} is not a format; use one of {', '.join(FORMAT_NAMES)} or a media type")
+        raise BadRequest(f"{parameter}={request.args[parameter]!r} is not a format; use one of "
+                         f"{', '.join(dict.fromkeys([*FORMAT_NAMES, *FORMAT_ALIASES]))} or a media type")
     return media
 
 
