@@ -140,7 +140,6 @@ def make_graph_rag(store: GraphStore, config: Config, passages: PassageIndex | N
     return GraphRag(store, Retriever(store), make_llm(config), config.check_answers, passages)
 
 
-
 @dataclass
 class AnswerCheck:
     """A model's answer checked against its edges: the sentences that name what no selected edge holds
