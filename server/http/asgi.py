@@ -35,6 +35,7 @@ from uvicorn_worker import UvicornWorker
 
 from server.config import Config
 from server.errors import ContentTooLarge, GlassgraphError, RequestTimeout
+from server.http import trustgraph_socket
 from server.http.allocator import Trimmer
 from server.http.sparql_eval import PARSE_STACK_BYTES
 
@@ -63,7 +64,8 @@ class Worker(UvicornWorker):
     answered 503. uvicorn_worker's own worker passes neither of them to uvicorn (nor gunicorn's
     ``--limit-request-*``)."""
 
-    CONFIG_KWARGS = {"loop": "auto", "http": "h11", "h11_max_incomplete_event_size": HEAD_LIMIT}
+    CONFIG_KWARGS = {"loop": "auto", "http": "h11", "h11_max_incomplete_event_size": HEAD_LIMIT,
+                     "ws": "websockets", "ws_max_size": trustgraph_socket.MAX_FRAME_BYTES}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -95,7 +97,10 @@ class WsgiBridge:
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="wsgi")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # lifespan: nothing to start or stop; no websockets
+        if scope["type"] == "websocket":
+            await self._socket(scope, receive, send)
+            return
+        if scope["type"] != "http":  # lifespan: nothing to start or stop
             return
         send = _SlicedSend(send, self.send_timeout_s)
         refusal = self.check_head and self.check_head(scope["method"], scope["path"],
@@ -120,6 +125,39 @@ class WsgiBridge:
         finally:
             if self.trimmer is not None:
                 self.trimmer.note(len(body or b"") + send.body_bytes)
+
+    async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """TrustGraph's websocket API (``server.http.trustgraph_socket``); any other socket path is refused."""
+        if scope["path"] != trustgraph_socket.PATH:
+            await send({"type": "websocket.close", "code": 1008, "reason": f"no socket here; {trustgraph_socket.PATH}"})
+            return
+
+        async def run(internal: trustgraph_socket.Internal, token: str | None) -> trustgraph_socket.Answered:
+            headers = [(b"accept", internal.accept.encode()), (b"content-type", b"application/json")]
+            if token:
+                headers.append((b"authorization", f"Bearer {token}".encode("latin-1", "replace")))
+            http = {"type": "http", "method": internal.method, "path": internal.path, "headers": headers,
+                    "query_string": trustgraph_socket.query_string(internal), "client": scope.get("client"),
+                    "server": scope.get("server"), "scheme": "http", "http_version": "1.1"}
+            response = _AppResponse(self.app, wsgi_environ(http, internal.body))
+            calls = _AppCalls(self.pool)
+            first = await calls(response.begin)
+
+            def pieces() -> Iterator[bytes]:
+                piece = first
+                while piece is not None:
+                    yield piece
+                    piece = response.pull()
+
+            async def close() -> None:
+                if not response.closed:
+                    await calls(response.close)
+
+            status = int(response.start.status.split(" ", 1)[0])
+            return trustgraph_socket.Answered(status, {name.lower(): value for name, value in response.start.headers},
+                                              pieces(), calls, close)
+
+        await trustgraph_socket.serve(receive, send, run)
 
     async def _receive_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The whole body; None when the client left or has been answered 413 or 408."""

@@ -1,0 +1,173 @@
+"""TrustGraph's websocket API (/api/v1/socket) on the README's production server: the frames TrustGraph's
+clients send (auth first, then {id, service, flow, request}) answered in its shapes, bad frames answered
+with its error shape, and the real ``trustgraph-cli`` from PyPI (installed apart, in
+``.venv/trustgraph-cli``, by the README's test command: its scripts share names with Glassgraph's) asking
+GraphRAG, document RAG and SPARQL questions."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from production_server import TOKEN, ProductionServer
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from server.http.trustgraph_socket import MAX_FRAME_BYTES, RequestError, internal_request
+
+pytestmark = pytest.mark.slow
+
+TRUSTGRAPH_CLI = Path(sys.prefix) / "trustgraph-cli"  # pip install --target .venv/trustgraph-cli trustgraph-cli
+FACTS = """@prefix e: <https://trustgraph.ai/e/> . @prefix r: <https://trustgraph.ai/r/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+e:germany rdfs:label "Germany" ; r:borders e:austria, e:france .
+e:austria rdfs:label "Austria" . e:france rdfs:label "France" . r:borders rdfs:label "borders" ."""
+CANAL = "The Suez Canal was completed in 1869. It made Egypt a hub of trade."
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProductionServer]:
+    live = ProductionServer(tmp_path_factory.mktemp("trustgraph") / "store")
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    loaded = requests.put(f"{live.url}/store", params={"graph": "urn:trustgraph:graph:default"}, data=FACTS,
+                          headers={**auth, "Content-Type": "text/turtle"}, timeout=30)
+    assert loaded.status_code in (201, 204), loaded.text
+    job = requests.post(f"{live.url}/api/collections/notes/documents", params={"name": "egypt.txt"},
+                        data=CANAL.encode(), headers={**auth, "Content-Type": "text/plain"}, timeout=30).json()
+    deadline = time.monotonic() + 60
+    while requests.get(live.url + job["url"], timeout=30).json()["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    yield live
+    live.close()
+
+
+def socket(server: ProductionServer, token: str = "") -> ClientConnection:
+    """A socket past TrustGraph's first-frame auth."""
+    client = connect(server.url.replace("http://", "ws://") + "/api/v1/socket", open_timeout=10)
+    client.send(json.dumps({"type": "auth", "token": token}))
+    assert json.loads(client.recv(timeout=10)) == {"type": "auth-ok", "workspace": "default",
+                                                   "default_workspace": "default"}
+    return client
+
+
+def answers(client: ClientConnection, frame: dict) -> list[dict]:
+    """Every frame answering ``frame`` (it has an id), through the one marked complete."""
+    client.send(json.dumps(frame))
+    received = []
+    while not received or not received[-1].get("complete"):
+        received.append(json.loads(client.recv(timeout=60)))
+        assert received[-1]["id"] == frame["id"]
+    return received
+
+
+def test_graph_rag_streams_trustgraph_messages_and_sparql_answers_in_batches(server: ProductionServer) -> None:
+    with socket(server) as client:
+        frames = answers(client, {"id": "q1", "service": "graph-rag", "flow": "default", "request": {
+            "query": "Which countries border Germany?", "collection": "default", "entity-limit": 10,
+            "streaming": True}})
+        text = "".join(f["response"].get("response", "") for f in frames)
+        assert "Austria" in text and "France" in text and frames[-1]["response"]["end_of_session"] is True
+        assert all("error" not in f["response"] for f in frames)  # absent fields are left out, not null
+        whole = answers(client, {"id": "q2", "service": "graph-rag", "request": {
+            "query": "Which countries border Germany?", "collection": "default"}})
+        assert len(whole) == 1 and "Austria" in whole[0]["response"]["response"]
+        rows = answers(client, {"id": "q3", "service": "sparql", "request": {
+            "query": "SELECT ?o WHERE { ?s <https://trustgraph.ai/r/borders> ?o } ORDER BY ?o", "batch-size": 1}})
+        assert [f["response"]["bindings"] for f in rows] == [[{"values": [{"t": "i", "i": f"https://trustgraph.ai/e/{c}"}]}]
+                                                             for c in ("austria", "france")]
+        assert [f["complete"] for f in rows] == [False, True] and rows[0]["response"]["variables"] == ["o"]
+        [ask] = answers(client, {"id": "q4", "service": "sparql", "request": {"query": "ASK { ?s ?p ?o }"}})
+        assert ask["response"] == {"query-type": "ask", "ask-result": True}
+
+
+def test_bad_frames_get_trustgraph_error_frames_and_the_socket_stays(server: ProductionServer) -> None:
+    client = connect(server.url.replace("http://", "ws://") + "/api/v1/socket", open_timeout=10)
+    client.send(json.dumps({"id": "early", "service": "sparql", "request": {"query": "ASK {}"}}))
+    assert json.loads(client.recv(timeout=10))["error"]["type"] == "unauthorized"  # before auth
+    client.send(json.dumps({"type": "auth", "token": TOKEN}))
+    assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+    for bad in ("not json", "[1, 2]", "null"):
+        client.send(bad)
+        assert json.loads(client.recv(timeout=10))["error"]["type"] == "bad-request"
+    [unknown] = answers(client, {"id": "u", "service": "agent", "request": {}})
+    assert unknown["error"]["type"] == "unknown-service" and "graph-rag" in unknown["error"]["message"]
+    [missing] = answers(client, {"id": "m", "service": "graph-rag", "request": {"query": "x?", "collection": "nosuch"}})
+    assert missing["error"] == {"type": "not-found", "message": "no collection 'nosuch'"}
+    [malformed] = answers(client, {"id": "s", "service": "sparql", "request": {"query": "SELEC"}})
+    assert malformed["error"]["type"] == "bad-request" and "SELECT" in malformed["error"]["message"]
+    [limits] = answers(client, {"id": "l", "service": "graph-rag", "request": {"query": "x?", "entity-limit": 0}})
+    assert limits["error"]["type"] == "bad-request"
+    client.send("x" * (MAX_FRAME_BYTES + 1))  # a frame past the limit closes the socket, with its reason
+    with pytest.raises(ConnectionClosed) as closed:
+        client.recv(timeout=10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    with socket(server) as again:  # the server serves on
+        assert answers(again, {"id": "a", "service": "sparql", "request": {"query": "ASK { ?s ?p ?o }"}})
+
+
+def test_a_request_frame_is_made_into_glassgraph_s_own() -> None:
+    internal = internal_request({"service": "graph-rag", "request": {
+        "query": "q?", "collection": "c", "entity-limit": 5, "edge-score-limit": 30, "streaming": True}})
+    assert (internal.method, internal.path, internal.accept) == ("POST", "/api/graph-rag", "application/x-ndjson")
+    assert json.loads(internal.body) == {"query": "q?", "collection": "c", "explainable": False,
+                                         "entity_limit": 5, "streaming": True}
+    documents = internal_request({"service": "document-rag", "request": {"query": "q?", "doc-limit": 7}})
+    assert json.loads(documents.body)["passages"] == 7 and documents.accept == "application/json"
+    for frame in ({"service": "nope", "request": {}}, {"service": "sparql", "request": []},
+                  {"service": "sparql", "request": {"query": 1}}, {"service": "sparql", "request": {
+                      "query": "ASK {}", "batch-size": 0}}):
+        with pytest.raises(RequestError):
+            internal_request(frame)
+
+
+def trustgraph_cli(tool: str, server: ProductionServer, *args: str) -> subprocess.CompletedProcess:
+    """One of trustgraph-cli's tools (by its module: its script names are Glassgraph's too) against ``server``."""
+    return subprocess.run([sys.executable, "-m", f"trustgraph.cli.{tool}", "-u", server.url + "/", *args],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(TRUSTGRAPH_CLI)})
+
+
+@pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
+                    "(the README's test command installs it)")
+def test_the_real_trustgraph_cli_asks_glassgraph(server: ProductionServer) -> None:
+    graph = trustgraph_cli("invoke_graph_rag", server, "-q", "Which countries border Germany?")
+    assert graph.returncode == 0, graph.stderr
+    assert "Austria" in graph.stdout and "France" in graph.stdout
+    documents = trustgraph_cli("invoke_document_rag", server, "-C", "notes", "-q", "When was the Suez Canal completed?")
+    assert documents.returncode == 0 and documents.stdout.strip() == "The Suez Canal was completed in 1869 [1].", \
+        documents.stderr
+    table = trustgraph_cli("invoke_sparql_query", server, "-q",
+                           "SELECT ?o WHERE { ?s <https://trustgraph.ai/r/borders> ?o } ORDER BY ?o")
+    assert table.returncode == 0, table.stderr
+    assert [line.strip() for line in table.stdout.splitlines()] == [
+        "o", "-" * len("https://trustgraph.ai/e/austria"), "https://trustgraph.ai/e/austria", "https://trustgraph.ai/e/france"]
+    wrong = trustgraph_cli("invoke_graph_rag", server, "-C", "nosuch", "-q", "x?")
+    assert wrong.stdout.strip() == "Exception: no collection 'nosuch'"  # how it reports a server's error (exit 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["id", "service", "flow", "request", "type"]),
+                       st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                                        st.sampled_from(["query", "collection", "streaming", "entity-limit",
+                                                         "doc-limit", "batch-size"]), inner, max_size=4),
+                                    max_leaves=8)))
+def test_any_frame_is_made_into_a_request_or_refused_with_a_request_error(frame: dict) -> None:
+    frame.setdefault("service", "graph-rag")
+    try:
+        internal = internal_request(frame)
+    except RequestError as error:
+        assert error.type in ("bad-request", "unknown-service")
+        return
+    assert internal.path in ("/api/graph-rag", "/api/document-rag", "/sparql")
+    if internal.method == "POST":
+        assert isinstance(json.loads(internal.body), dict)  # whatever its fields hold, the API checks them
