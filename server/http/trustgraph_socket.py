@@ -55,10 +55,10 @@ class Internal:
 
     method: str
     path: str
+    frames: Callable[[int, dict[str, str], Iterator[bytes]], Iterator[dict]]  # (status, headers, body) -> frames
     query: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     accept: str = "application/json"
-    frames: Callable[[int, dict[str, str], Iterator[bytes]], Iterator[dict]] = lambda *_: iter(())
 
 
 def _rag(path: str, limits: dict[str, str]) -> Callable[[dict], Internal]:
@@ -72,9 +72,9 @@ def _rag(path: str, limits: dict[str, str]) -> Callable[[dict], Internal]:
             if request.get(key) is not None:
                 body[name] = request[key]
         streaming = bool(request.get("streaming", False))
-        return Internal("POST", path, body=json.dumps({**body, "streaming": streaming}).encode(),
-                        accept="application/x-ndjson" if streaming else "application/json",
-                        frames=_rag_frames if streaming else _rag_answer)
+        return Internal("POST", path, _rag_frames if streaming else _rag_answer,
+                        body=json.dumps({**body, "streaming": streaming}).encode(),
+                        accept="application/x-ndjson" if streaming else "application/json")
     return make
 
 
@@ -122,9 +122,8 @@ def _sparql(request: dict) -> Internal:
     batch = SPARQL_BATCH if request.get("batch-size") is None else request["batch-size"]
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise RequestError("'batch-size' must be a positive integer")
-    return Internal("GET", "/sparql", {"query": query},
-                    accept="application/sparql-results+json, application/n-triples;q=0.9",
-                    frames=lambda status, headers, body: _sparql_frames(status, headers, body, batch))
+    return Internal("GET", "/sparql", lambda status, headers, body: _sparql_frames(status, headers, body, batch),
+                    query={"query": query}, accept="application/sparql-results+json, application/n-triples;q=0.9")
 
 
 def _sparql_frames(status: int, headers: dict[str, str], body: Iterator[bytes], batch: int) -> Iterator[dict]:
