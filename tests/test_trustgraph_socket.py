@@ -150,6 +150,11 @@ def test_the_real_trustgraph_cli_asks_glassgraph(server: ProductionServer) -> No
     assert table.returncode == 0, table.stderr
     assert [line.strip() for line in table.stdout.splitlines()] == [
         "o", "-" * len("https://trustgraph.ai/e/austria"), "https://trustgraph.ai/e/austria", "https://trustgraph.ai/e/france"]
+    pattern = trustgraph_cli("query_graph", server, "-s", "https://trustgraph.ai/e/germany", "-p",
+                             "https://trustgraph.ai/r/borders")
+    assert pattern.returncode == 0, pattern.stderr
+    assert sorted(pattern.stdout.splitlines()) == [f"https://trustgraph.ai/e/germany https://trustgraph.ai/r/borders "
+                                                   f"https://trustgraph.ai/e/{c}" for c in ("austria", "france")]
     wrong = trustgraph_cli("invoke_graph_rag", server, "-C", "nosuch", "-q", "x?")
     assert wrong.stdout.strip() == "Exception: no collection 'nosuch'"  # how it reports a server's error (exit 0)
 
@@ -171,3 +176,39 @@ def test_any_frame_is_made_into_a_request_or_refused_with_a_request_error(frame:
     assert internal.path in ("/api/graph-rag", "/api/document-rag", "/sparql")
     if internal.method == "POST":
         assert isinstance(json.loads(internal.body), dict)  # whatever its fields hold, the API checks them
+
+
+def test_api_triples_answers_a_pattern_and_refuses_what_is_not_one(tmp_path: Path) -> None:
+    from pyoxigraph import Literal, NamedNode, Quad, Triple
+
+    from server import vocab
+    from server.config import Config
+    from server.http.app import create_app
+    from server.store import GraphStore
+
+    store = GraphStore(tmp_path / "store")
+    fact = Triple(NamedNode("http://e/a"), NamedNode("http://e/p"), Literal("one", language="en"))
+    graph = vocab.collection_graph("default")
+    store.extend([Quad(fact.subject, fact.predicate, fact.object, graph),
+                  Quad(NamedNode("http://e/sg"), vocab.TG.contains, fact, graph),
+                  *(Quad(NamedNode(f"http://e/n{i}"), NamedNode("http://e/p"), Literal(str(i)), graph)
+                    for i in range(5))])
+    client = create_app(Config(store_path=None, load_sample=False, query_workers=0), store=store).test_client()
+
+    def ask(body: object) -> tuple[int, dict]:
+        response = client.post("/api/triples", json=body)
+        return response.status_code, response.get_json()
+
+    wire_fact = {"t": "r", "r": {"s": {"t": "i", "i": "http://e/a"}, "p": {"t": "i", "i": "http://e/p"},
+                                 "o": {"t": "l", "v": "one", "ln": "en"}}}  # TrustGraph's own key for a language
+    status, found = ask({"o": wire_fact})
+    assert status == 200 and [t["s"] for t in found["triples"]] == [{"t": "i", "i": "http://e/sg"}]
+    status, found = ask({"p": {"t": "i", "i": "http://e/p"}, "limit": 3})
+    assert (status, len(found["triples"]), found["truncated"]) == (200, 3, True)
+    for bad in ({"s": {"t": "l", "v": "x"}}, {"p": wire_fact}, {"s": {"t": "i", "i": "not an iri"}},
+                {"o": {"t": "b", "b": "x"}}, {"o": "http://e/a"}, {"x": 1}, {"limit": 0}, {"limit": 10**9},
+                {"limit": True}, {"g": 5}, {"collection": ["a"]}, [],
+                {"s": {"t": "r", "r": {"s": {"t": "l", "v": "x"}}}}):
+        status, error = ask(bad)
+        assert status == 400 and error["error"]["type"] == "bad-request", bad
+    assert ask({"collection": "nosuch"})[0] == 404

@@ -36,6 +36,26 @@ def term_wire(term: Term | BlankNode) -> dict:
     return {"t": "b", "b": term.value}
 
 
+def wire_term(wire: object) -> Term:
+    """The term a wire dict names (the inverse of :func:`term_wire`; TrustGraph's clients also write a
+    literal's datatype and language as ``dt`` and ``ln``); ValueError for anything else, a blank node too
+    (a pattern cannot name one)."""
+    if not isinstance(wire, dict):
+        raise ValueError(f"a term is a JSON object such as {{\"t\": \"i\", \"i\": IRI}}, got {wire!r:.80}")
+    kind = wire.get("t")
+    if kind == "i" and isinstance(wire.get("i"), str):
+        return NamedNode(wire["i"])
+    if kind == "l" and isinstance(wire.get("v"), str):
+        language, datatype = wire.get("l") or wire.get("ln"), wire.get("d") or wire.get("dt")
+        if language:
+            return Literal(wire["v"], language=str(language))
+        return Literal(wire["v"], datatype=NamedNode(str(datatype))) if datatype else Literal(wire["v"])
+    if kind == "r" and isinstance(wire.get("r"), dict):
+        inner = wire["r"]
+        return Triple(wire_term(inner.get("s")), wire_term(inner.get("p")), wire_term(inner.get("o")))
+    raise ValueError(f"not a term of the wire form (t: i, l or r): {wire!r:.80}")
+
+
 def quad_wire(quad: Quad) -> dict:
     """One quad in the wire shape; ``g`` is the graph's IRI, left out for the default graph."""
     wire = {"s": term_wire(quad.subject), "p": term_wire(quad.predicate), "o": term_wire(quad.object)}

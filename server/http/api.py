@@ -85,7 +85,7 @@ def _check_text(name: str, value: str) -> None:
                              f"(\\u{ord(value[exc.start]):04x}) at character {exc.start}") from None
 
 
-def _json_body() -> object:
+def json_body() -> object:
     """The body, declared JSON: a form or text/plain POST (which a browser sends cross-site with no
     preflight) is refused."""
     if request.mimetype != JSON:
@@ -109,7 +109,7 @@ def _question(body: dict) -> str:
 
 
 def _request_fields(limits_type: type[Limits]) -> tuple[str, str, bool, bool | None, Limits]:
-    body = _json_body()
+    body = json_body()
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object: {\"query\": \"...\", \"collection\": \"default\", ...}")
     fields = FIELDS | set(limits_type.RANGES)

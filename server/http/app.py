@@ -37,9 +37,11 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
         sources,
         sparql,
         sparql_editor,
+        triples,
     )
 
-    for module in (ops, sparql, sparql_editor, graph_store, api, documents, console, sources, neighbourhood, dataset):
+    for module in (ops, sparql, sparql_editor, graph_store, api, triples, documents, console, sources, neighbourhood,
+                   dataset):
         app.register_blueprint(module.blueprint)
     install_write_gate(app)  # before the body is read
     install_whole_body_reading(app)

@@ -4,15 +4,15 @@ The client's first frame is ``{"type": "auth", "token"}``, answered ``{"type": "
 then requests ``{id, service, flow, request}`` (request keys hyphenated, ``entity-limit``), answered by
 frames ``{id, response, complete}`` or ``{id, error: {type, message}, complete: true}``. Each request is
 made into the HTTP request Glassgraph answers it with (``/api/graph-rag``, ``/api/document-rag``,
-``/sparql``) and run through the same app, the token given at auth as its ``Authorization``: every limit,
-queue, rate and check applies as over HTTP. Answers are read back into TrustGraph's shapes: a GraphRAG
-message is already one (``message_type``, ``end_of_stream``, ``explain_triples``...); SPARQL results
-become ``query-type`` with ``variables`` and ``bindings`` (or ``ask-result``, or ``triples``), terms in
-TrustGraph's wire form (``server.explain.wire``).
+``/sparql``, ``/api/triples``) and run through the same app, the token given at auth as its
+``Authorization``: every limit, queue, rate and check applies as over HTTP. Answers are read back into
+TrustGraph's shapes: a GraphRAG message is already one (``message_type``, ``end_of_stream``,
+``explain_triples``...); SPARQL results become ``query-type`` with ``variables`` and ``bindings`` (or
+``ask-result``, or ``triples``), terms in TrustGraph's wire form (``server.explain.wire``).
 
-Services so far: ``graph-rag`` and ``document-rag`` (streamed or not), ``sparql``. Any other is an
-error frame naming the ones there are; a malformed frame, an unknown service or a request before auth
-is an error frame, never a closed server.
+Services so far: ``graph-rag`` and ``document-rag`` (streamed or not), ``sparql``, ``triples`` (a pattern,
+by ``/api/triples``). Any other is an error frame naming the ones there are; a malformed frame, an unknown
+service or a request before auth is an error frame, never a closed server.
 """
 from __future__ import annotations
 
@@ -150,6 +150,30 @@ def _sparql_frames(status: int, headers: dict[str, str], body: Iterator[bytes], 
                "complete": start + batch >= len(rows)}
 
 
+def _triples(request: dict) -> Internal:
+    """A pattern (``s``, ``p``, ``o`` wire terms, ``g`` or ``collection``, ``limit``) for ``/api/triples``."""
+    batch = SPARQL_BATCH if request.get("batch-size") is None else request["batch-size"]
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise RequestError("'batch-size' must be a positive integer")
+    pattern = {key: request[key] for key in ("s", "p", "o", "g", "collection", "limit") if request.get(key) is not None}
+    streaming = bool(request.get("streaming", False))
+    return Internal("POST", "/api/triples",
+                    lambda status, headers, body: _triple_frames(status, body, batch if streaming else None),
+                    body=json.dumps(pattern).encode())
+
+
+def _triple_frames(status: int, body: Iterator[bytes], batch: int | None) -> Iterator[dict]:
+    """The matching triples as one frame's ``response`` list, or in frames of ``batch`` when streamed."""
+    raw = b"".join(body)
+    if status >= 400:
+        yield _http_error(status, raw)
+        return
+    found = json.loads(raw)["triples"]
+    size = batch or max(len(found), 1)
+    for start in range(0, max(len(found), 1), size):
+        yield {"response": found[start:start + size], "complete": start + size >= len(found)}
+
+
 def _http_error(status: int, raw: bytes) -> dict:
     """An error frame from Glassgraph's JSON error body (``{"error": {"type", "message"}}``) or, from
     ``/sparql``, its text (the protocol's plain-text errors), typed by the status."""
@@ -165,6 +189,7 @@ SERVICES: dict[str, Callable[[dict], Internal]] = {
     "graph-rag": _rag("/api/graph-rag", GRAPH_LIMITS),
     "document-rag": _rag("/api/document-rag", DOCUMENT_LIMITS),
     "sparql": _sparql,
+    "triples": _triples,
 }
 
 
