@@ -16,7 +16,7 @@ from server.errors import GlassgraphError
 from server.http import allocator
 from server.http.app import create_app
 from server.http.asgi import WsgiBridge
-from server.http.write_gate import early_write_refusal
+from server.http.write_gate import early_write_refusal, token_accepted
 
 
 def _checked(config: Config) -> Config:
@@ -57,4 +57,4 @@ if queries is not None:
 app = WsgiBridge(flask_app, max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
                  threads=config.threads, send_timeout_s=config.send_timeout_s,
                  trimmer=allocator.Trimmer() if tuned else None,
-                 check_head=early_write_refusal(config))
+                 check_head=early_write_refusal(config), token_ok=lambda token: token_accepted(config, token))

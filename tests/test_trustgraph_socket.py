@@ -212,3 +212,114 @@ def test_api_triples_answers_a_pattern_and_refuses_what_is_not_one(tmp_path: Pat
         status, error = ask(bad)
         assert status == 400 and error["error"]["type"] == "bad-request", bad
     assert ask({"collection": "nosuch"})[0] == 404
+
+
+def test_a_wrong_token_fails_auth_and_an_empty_one_reads_as_anyone(server: ProductionServer) -> None:
+    client = connect(server.url.replace("http://", "ws://") + "/api/v1/socket", open_timeout=10)
+    client.send(json.dumps({"type": "auth", "token": "not-" + TOKEN}))
+    assert json.loads(client.recv(timeout=10))["type"] == "auth-failed"  # TrustGraph's client raises on it
+    [early] = answers(client, {"id": "e", "service": "sparql", "request": {"query": "ASK {}"}})
+    assert early["error"]["type"] == "unauthorized"  # still not past auth
+    client.close()
+    with socket(server) as anyone:
+        [ask] = answers(anyone, {"id": "a", "service": "sparql", "request": {"query": "ASK { ?s ?p ?o }"}})
+        assert ask["response"]["ask-result"] is True
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(
+    st.text(max_size=60),
+    st.builds(json.dumps, st.dictionaries(st.sampled_from(["id", "service", "request", "type", "token"]),
+                                          st.none() | st.integers() | st.floats() | st.text(max_size=10)
+                                          | st.sampled_from(["sparql", "graph-rag", "auth"]), max_size=5)),
+    st.integers(1, 5000).map(lambda depth: "[" * depth + "]" * depth),
+    st.sampled_from(['{"id": NaN, "service": "sparql"}', '{"id": "\\ud800", "service": "x"}',
+                     '{"id": 1, "service": "sparql", "request": {"query": "ASK {\\udfff}"}}', '{"type": "auth"}'])))
+def test_any_frame_on_the_live_socket_gets_strict_json_or_nothing_and_the_socket_stays(
+        server: ProductionServer, frame: str) -> None:
+    with socket(server) as client:
+        client.send(frame)
+        client.send(json.dumps({"id": "probe", "service": "sparql", "request": {"query": "ASK {}"}}))
+        while True:  # the fuzzed frame's replies (if any) come before or after the probe's answer
+            reply = json.loads(client.recv(timeout=30), parse_constant=lambda name: pytest.fail(f"{name} sent"))
+            assert reply.get("type") == "auth-failed" or reply.get("error", {}).get("type") != "internal-error", reply
+            if reply.get("id") == "probe":
+                assert reply["response"] == {"query-type": "ask", "ask-result": True}
+                break
+
+
+def test_a_socket_closed_mid_answer_frees_its_answer_slot(tmp_path: Path) -> None:
+    live = ProductionServer(tmp_path / "store", env={"GLASSGRAPH_MAX_ANSWERS": "2"})
+    try:
+        loaded = requests.put(f"{live.url}/store", params={"graph": "urn:trustgraph:graph:default"}, data=FACTS,
+                              headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "text/turtle"}, timeout=30)
+        assert loaded.status_code in (201, 204)
+        for n in range(12):  # each closes while its streamed answer is being made: 2 slots, 12 closes
+            client = socket(live)
+            client.send(json.dumps({"id": f"q{n}", "service": "graph-rag", "request": {
+                "query": "Which countries border Germany?", "streaming": True, "explainable": True}}))
+            client.close()
+        deadline = time.monotonic() + 30
+        statuses = []
+        while len(statuses) < 4:  # answers made for the closed sockets may still hold the slots for a while
+            status = requests.post(f"{live.url}/api/graph-rag", json={"query": "Which countries border Germany?"},
+                                   timeout=60).status_code
+            if status == 200:
+                statuses.append(status)
+            else:
+                assert status == 429 and time.monotonic() < deadline, f"slots never came back: {status}"
+                time.sleep(0.2)
+    finally:
+        live.close()
+
+
+def big_select(rows: int) -> str:
+    """A SELECT of ``rows`` rows, each 384 hex digits (which the socket's compression halves at best), from no
+    data."""
+    side = int(rows ** 0.5) + 1
+    numbers = " ".join(str(n) for n in range(side))
+    return (f'SELECT ?v WHERE {{ VALUES ?a {{ {numbers} }} VALUES ?b {{ {numbers} }} BIND(STR(?a * {side} + ?b) AS ?n) '
+            'BIND(CONCAT(SHA512(?n), SHA512(CONCAT(?n, "b")), SHA512(CONCAT(?n, "c"))) AS ?v) }')
+
+
+def test_a_socket_that_reads_nothing_is_dropped_after_the_send_timeout(tmp_path: Path) -> None:
+    import socket as sockets
+
+    live = ProductionServer(tmp_path / "store", env={"GLASSGRAPH_SEND_TIMEOUT": "1"})
+    try:
+        raw = sockets.socket()
+        raw.setsockopt(sockets.SOL_SOCKET, sockets.SO_RCVBUF, 4096)
+        raw.connect(("127.0.0.1", live.port))
+        # max_queue=1: the client stops reading the socket once one frame waits unread
+        client = connect(f"ws://127.0.0.1:{live.port}/api/v1/socket", sock=raw, max_queue=1, max_size=None,
+                         open_timeout=10)
+        client.send(json.dumps({"type": "auth", "token": ""}))
+        assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+        client.send(json.dumps({"id": "big", "service": "sparql", "request": {"query": big_select(60_000),
+                                                                               "batch-size": 100}}))
+        time.sleep(6)  # ~12 MB of frames once compressed, of which the buffers hold a few; the server waits 1 s, then drops it
+        frames = []
+        with pytest.raises(ConnectionClosed):
+            while True:
+                frames.append(json.loads(client.recv(timeout=10)))
+        assert frames and not frames[-1]["complete"]  # cut short: the answer's last frame never came
+        assert "dropped a TrustGraph socket" in live.log_path.read_text()
+        assert requests.get(f"{live.url}/healthz", timeout=10).status_code == 200
+    finally:
+        live.close()
+
+
+def test_one_socket_has_at_most_sixteen_requests_in_flight(server: ProductionServer) -> None:
+    slow = big_select(20_000).replace("SELECT ?v", "SELECT (COUNT(?v) AS ?n)")
+    with socket(server) as client:
+        for n in range(40):  # sent before any answer is read
+            client.send(json.dumps({"id": f"r{n}", "service": "sparql", "request": {"query": slow}}))
+        final: dict[str, dict] = {}
+        while len(final) < 40:
+            frame = json.loads(client.recv(timeout=60))
+            if frame["complete"]:
+                assert frame["id"] not in final
+                final[frame["id"]] = frame
+        busy = [f for f in final.values() if "error" in f]
+        assert busy and all(f["error"]["type"] == "too-many-requests" for f in busy)
+        assert len(final) - len(busy) >= 16

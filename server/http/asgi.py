@@ -82,13 +82,13 @@ class _SendStalled(Exception):
 
 class WsgiBridge:
     """An ASGI app serving a WSGI app: ``WsgiBridge(flask_app, max_body_bytes, body_timeout_s, threads,
-    send_timeout_s, trimmer, check_head)``; ``check_head`` answers a request from its head, before its body
-    is read (``write_gate``)."""
+    send_timeout_s, trimmer, check_head, token_ok)``; ``check_head`` answers a request from its head, before its
+    body is read, ``token_ok`` tells the token a TrustGraph socket presents (both from ``write_gate``)."""
 
     def __init__(self, app: WsgiApp, max_body_bytes: int, body_timeout_s: float, threads: int,
                  send_timeout_s: float = Config.send_timeout_s, trimmer: Trimmer | None = None,
-                 check_head: HeadCheck | None = None) -> None:
-        self.app, self.check_head = app, check_head
+                 check_head: HeadCheck | None = None, token_ok: Callable[[str], bool] = lambda token: False) -> None:
+        self.app, self.check_head, self.token_ok = app, check_head, token_ok
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.send_timeout_s = send_timeout_s
@@ -141,7 +141,11 @@ class WsgiBridge:
                     "server": scope.get("server"), "scheme": "http", "http_version": "1.1"}
             response = _AppResponse(self.app, wsgi_environ(http, internal.body))
             calls = _AppCalls(self.pool)
-            first = await calls(response.begin)
+            try:
+                first = await calls(response.begin)
+            except BaseException:
+                await calls(response.close)
+                raise
 
             def pieces() -> Iterator[bytes]:
                 piece = first
@@ -157,7 +161,7 @@ class WsgiBridge:
             return trustgraph_socket.Answered(status, {name.lower(): value for name, value in response.start.headers},
                                               pieces(), calls, close)
 
-        await trustgraph_socket.serve(receive, send, run)
+        await trustgraph_socket.serve(receive, send, run, self.send_timeout_s, self.token_ok)
 
     async def _receive_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The whole body; None when the client left or has been answered 413 or 408."""

@@ -119,9 +119,11 @@ def _sparql(request: dict) -> Internal:
     query = request.get("query")
     if not isinstance(query, str):
         raise RequestError("the request needs a 'query' (SPARQL text)")
-    batch = SPARQL_BATCH if request.get("batch-size") is None else request["batch-size"]
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-        raise RequestError("'batch-size' must be a positive integer")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RequestError("the 'query' holds a lone surrogate (\\ud800-\\udfff): not text") from None
+    batch = _batch(request)
     return Internal("GET", "/sparql", lambda status, headers, body: _sparql_frames(status, headers, body, batch),
                     query={"query": query}, accept="application/sparql-results+json, application/n-triples;q=0.9")
 
@@ -132,29 +134,40 @@ def _sparql_frames(status: int, headers: dict[str, str], body: Iterator[bytes], 
     if status >= 400:
         yield _http_error(status, raw)
         return
-    media = headers.get("content-type", "").split(";")[0].strip()
-    if media == "application/n-triples":
-        triples = [{"s": term_wire(t.subject), "p": term_wire(t.predicate), "o": term_wire(t.object)}
-                   for t in parse(raw, format=RdfFormat.N_TRIPLES)]
-        yield {"response": {"query-type": "construct", "triples": triples}, "complete": True}
+    if headers.get("content-type", "").split(";")[0].strip() == "application/n-triples":
+        yield {"response": {"query-type": "construct", "triples": _wire_triples(raw)}, "complete": True}
         return
-    results = parse_query_results(raw, format=QueryResultsFormat.JSON)
-    if isinstance(results, bool) or not hasattr(results, "variables"):
-        yield {"response": {"query-type": "ask", "ask-result": bool(results)}, "complete": True}
+    answer = _wire_results(raw)
+    if isinstance(answer, bool):
+        yield {"response": {"query-type": "ask", "ask-result": answer}, "complete": True}
         return
-    variables = [variable.value for variable in results.variables]
-    rows = [{"values": [term_wire(solution[name]) if solution[name] is not None else None for name in variables]}
-            for solution in results]
+    variables, rows = answer
     for start in range(0, max(len(rows), 1), batch):
         yield {"response": {"query-type": "select", "variables": variables, "bindings": rows[start:start + batch]},
                "complete": start + batch >= len(rows)}
 
 
+# pyoxigraph's parsers and result iterators may only be used, and dropped, by the thread that made them (a
+# frame generator is advanced by any pool thread): each is made and used up within one of these calls.
+
+def _wire_triples(raw: bytes) -> list[dict]:
+    return [{"s": term_wire(t.subject), "p": term_wire(t.predicate), "o": term_wire(t.object)}
+            for t in parse(raw, format=RdfFormat.N_TRIPLES)]
+
+
+def _wire_results(raw: bytes) -> bool | tuple[list[str], list[dict]]:
+    """An ASK answer, or a SELECT's variable names and rows of wire terms."""
+    results = parse_query_results(raw, format=QueryResultsFormat.JSON)
+    if isinstance(results, bool) or not hasattr(results, "variables"):
+        return bool(results)
+    variables = [variable.value for variable in results.variables]
+    return variables, [{"values": [None if solution[name] is None else term_wire(solution[name])
+                                   for name in variables]} for solution in results]
+
+
 def _triples(request: dict) -> Internal:
     """A pattern (``s``, ``p``, ``o`` wire terms, ``g`` or ``collection``, ``limit``) for ``/api/triples``."""
-    batch = SPARQL_BATCH if request.get("batch-size") is None else request["batch-size"]
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-        raise RequestError("'batch-size' must be a positive integer")
+    batch = _batch(request)
     pattern = {key: request[key] for key in ("s", "p", "o", "g", "collection", "limit") if request.get(key) is not None}
     streaming = bool(request.get("streaming", False))
     return Internal("POST", "/api/triples",
@@ -172,6 +185,14 @@ def _triple_frames(status: int, body: Iterator[bytes], batch: int | None) -> Ite
     size = batch or max(len(found), 1)
     for start in range(0, max(len(found), 1), size):
         yield {"response": found[start:start + size], "complete": start + size >= len(found)}
+
+
+def _batch(request: dict) -> int:
+    """Rows (or triples) per frame: the request's ``batch-size``, a positive integer."""
+    batch = SPARQL_BATCH if request.get("batch-size") is None else request["batch-size"]
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise RequestError("'batch-size' must be a positive integer")
+    return batch
 
 
 def _http_error(status: int, raw: bytes) -> dict:
@@ -219,76 +240,133 @@ class Answered:
 
 
 Runner = Callable[[Internal, "str | None"], Awaitable[Answered]]  # an Internal request through the app
+MAX_IN_FLIGHT = 16  # requests one socket may have unanswered; past it a request is refused (busy)
 
 
-async def serve(receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]], run: Runner) -> None:
-    """One socket's life (the ASGI websocket messages): auth first, then each request answered in a task of
-    its own (a client multiplexes them by id)."""
+class _Socket:
+    """One socket's state: its token, its requests in flight, and whether it is gone (closed, or dropped
+    after a send the client took none of for ``send_timeout_s``: its memory and requests then freed).
+
+    Requests are never cancelled: a request whose socket is gone ends after its call in progress (the app's
+    calls run in the pool, one at a time), and closes its answer there, as a client that leaves an HTTP
+    stream does; nothing is sent to a gone socket."""
+
+    def __init__(self, send: Callable[[dict], Awaitable[None]], run: Runner, send_timeout_s: float,
+                 token_ok: Callable[[str], bool]) -> None:
+        self.send, self.run, self.send_timeout_s, self.token_ok = send, run, send_timeout_s, token_ok
+        self.token: str | None = None
+        self.authenticated = False
+        self.gone = False
+        self.tasks: set[asyncio.Task] = set()
+        self.lock = asyncio.Lock()
+
+    async def reply(self, frame: dict) -> None:
+        """Send ``frame`` (ASCII JSON: a lone surrogate in a string cannot break its encoding)."""
+        text = json.dumps(frame)
+        async with self.lock:
+            if self.gone:
+                return
+            try:
+                await asyncio.wait_for(self.send({"type": "websocket.send", "text": text}), self.send_timeout_s)
+            except asyncio.TimeoutError:
+                self.drop()
+                log.warning("dropped a TrustGraph socket: the client took no frame for %g s (GLASSGRAPH_SEND_TIMEOUT)",
+                            self.send_timeout_s)
+
+    def drop(self) -> None:
+        """Mark the socket gone and abort its connection (uvicorn's websocket protocol holds the transport),
+        so that what it buffered is freed now, not when a client that reads nothing reads it."""
+        self.gone = True
+        transport = getattr(getattr(self.send, "__self__", None), "transport", None)
+        if transport is not None:
+            transport.abort()
+
+    async def take(self, text: str) -> None:
+        """One frame from the client: auth, or a request started in a task of its own (a client multiplexes
+        them by id)."""
+        frame = _frame(text)
+        if frame is None:
+            await self.reply({"error": {"type": "bad-request", "message": "a frame must be one JSON object"},
+                              "complete": True})
+            return
+        if frame.get("type") == "auth":
+            await self.authenticate(frame.get("token"))
+            return
+        request_id = frame.get("id") if isinstance(frame.get("id"), (str, int)) else None
+        if not self.authenticated:
+            await self.reply({"id": request_id, "error": {"type": "unauthorized", "message":
+                              'send {"type": "auth", "token": ...} first'}, "complete": True})
+        elif len(self.tasks) >= MAX_IN_FLIGHT:
+            await self.reply({"id": request_id, "error": {"type": "too-many-requests", "message":
+                              f"{MAX_IN_FLIGHT} requests of this socket are unanswered; wait for one"},
+                              "complete": True})
+        else:
+            task = asyncio.create_task(self.answer(request_id, frame))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def authenticate(self, token: object) -> None:
+        """TrustGraph's first frame: an empty token reads as anyone may; a token must be the server's."""
+        given = token if isinstance(token, str) and token else None
+        if given is not None and not self.token_ok(given):
+            await self.reply({"type": "auth-failed", "error": "wrong token (GLASSGRAPH_TOKEN)"})
+            return
+        self.token, self.authenticated = given, True
+        await self.reply({"type": "auth-ok", "workspace": WORKSPACE, "default_workspace": WORKSPACE})
+
+    async def answer(self, request_id: str | int | None, frame: dict) -> None:
+        answered = None
+        try:
+            internal = internal_request(frame)
+            answered = await self.run(internal, self.token)
+            frames = internal.frames(answered.status, answered.headers, answered.pieces)
+            while not self.gone and (next_frame := await answered.call(lambda: next(frames, None))) is not None:
+                await self.reply({"id": request_id, **next_frame})
+        except RequestError as error:
+            await self.reply({"id": request_id, "error": {"type": error.type, "message": str(error)},
+                              "complete": True})
+        except Exception:  # noqa: BLE001 - the socket outlives one request's failure
+            log.exception("the socket request %r failed", request_id)
+            await self.reply({"id": request_id, "error": {"type": "internal-error", "message": "see the server log"},
+                              "complete": True})
+        finally:
+            if answered is not None:
+                await answered.close()
+
+
+def _frame(text: str) -> dict | None:
+    """The client's frame as a JSON object; None for anything else (not JSON, NaN, nested past the parser's
+    recursion limit, not an object)."""
+    try:
+        frame = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    return frame if isinstance(frame, dict) else None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+async def serve(receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]], run: Runner,
+                send_timeout_s: float, token_ok: Callable[[str], bool]) -> None:
+    """One socket's life (the ASGI websocket messages); when it ends, its requests finish their calls in
+    progress and close their answers before this returns."""
     if (await receive())["type"] != "websocket.connect":
         return
     await send({"type": "websocket.accept"})
-    token: str | None = None
-    authenticated = False
-    tasks: set[asyncio.Task] = set()
-    lock = asyncio.Lock()
-
-    async def reply(frame: dict) -> None:
-        async with lock:
-            await send({"type": "websocket.send", "text": json.dumps(frame, ensure_ascii=False)})
-
+    socket = _Socket(send, run, send_timeout_s, token_ok)
     try:
-        while True:
+        while not socket.gone:
             message = await receive()
             if message["type"] == "websocket.disconnect":
-                return
+                break
             text = message.get("text")
-            if text is None:
-                text = (message.get("bytes") or b"").decode("utf-8", "replace")
-            try:
-                frame = json.loads(text)
-            except ValueError:
-                await reply({"error": {"type": "bad-request", "message": "a frame must be one JSON object"}})
-                continue
-            if not isinstance(frame, dict):
-                await reply({"error": {"type": "bad-request", "message": "a frame must be one JSON object"}})
-                continue
-            if frame.get("type") == "auth":
-                token = frame.get("token") if isinstance(frame.get("token"), str) and frame.get("token") else None
-                authenticated = True
-                await reply({"type": "auth-ok", "workspace": WORKSPACE, "default_workspace": WORKSPACE})
-                continue
-            request_id = frame.get("id")
-            if not authenticated:
-                await reply({"id": request_id, "error": {"type": "unauthorized", "message":
-                             "send {\"type\": \"auth\", \"token\": ...} first"}, "complete": True})
-                continue
-            task = asyncio.create_task(_answer(frame, token, run, reply))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            await socket.take(text if text is not None else (message.get("bytes") or b"").decode("utf-8", "replace"))
     finally:
-        for task in tasks:
-            task.cancel()
-
-
-async def _answer(frame: dict, token: str | None, run: Runner, reply: Callable[[dict], Awaitable[None]]) -> None:
-    request_id = frame.get("id")
-    try:
-        internal = internal_request(frame)
-        answered = await run(internal, token)
-        try:
-            frames = internal.frames(answered.status, answered.headers, answered.pieces)
-            while (next_frame := await answered.call(lambda: next(frames, None))) is not None:
-                await reply({"id": request_id, **next_frame})
-        finally:  # a socket that closes stops the run, as a client that leaves an HTTP stream does
-            await answered.close()
-    except RequestError as error:
-        await reply({"id": request_id, "error": {"type": error.type, "message": str(error)}, "complete": True})
-    except asyncio.CancelledError:
-        raise
-    except Exception:  # noqa: BLE001 - the socket outlives one request's failure
-        log.exception("the socket request %r failed", request_id)
-        await reply({"id": request_id, "error": {"type": "internal-error", "message": "see the server log"},
-                     "complete": True})
+        socket.gone = True
+        if socket.tasks:
+            await asyncio.wait(list(socket.tasks))
 
 
 def query_string(internal: Internal) -> bytes:

@@ -37,6 +37,12 @@ def write_refusal(config: Config, authorization: str | None) -> GlassgraphError 
     return None
 
 
+def token_accepted(config: Config, token: str) -> bool:
+    """Whether a client presenting ``token`` (TrustGraph's socket auth) is who it says: the configured token,
+    or any when none is configured (reads are anyone's; its writes are refused by ``write_refusal``)."""
+    return not config.token or hmac.compare_digest(token.encode(), config.token.encode())
+
+
 def is_write(method: str, path: str, content_type: str | None) -> bool:
     """Whether the request head alone shows a write: a Graph Store write, a document upload or delete,
     or an update sent as ``application/sparql-update``. (A form POST to ``/sparql`` may be a query,
