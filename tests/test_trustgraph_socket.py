@@ -297,7 +297,7 @@ def test_a_socket_that_reads_nothing_is_dropped_after_the_send_timeout(tmp_path:
         assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
         client.send(json.dumps({"id": "big", "service": "sparql", "request": {"query": big_select(60_000),
                                                                                "batch-size": 100}}))
-        time.sleep(6)  # ~12 MB of frames once compressed, of which the buffers hold a few; the server waits 1 s, then drops it
+        time.sleep(6)  # ~12 MB of frames once compressed; the buffers hold a few; the server waits 1 s, drops it
         frames = []
         with pytest.raises(ConnectionClosed):
             while True:
