@@ -5,6 +5,7 @@ with its error shape, and the real ``trustgraph-cli`` from PyPI (installed apart
 GraphRAG, document RAG and SPARQL questions."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -323,3 +324,57 @@ def test_one_socket_has_at_most_sixteen_requests_in_flight(server: ProductionSer
         busy = [f for f in final.values() if "error" in f]
         assert busy and all(f["error"]["type"] == "too-many-requests" for f in busy)
         assert len(final) - len(busy) >= 16
+
+
+def test_rest_forms_answer_as_the_socket_does_and_refuse_bad_requests(server: ProductionServer) -> None:
+    def post(path: str, body: object, **headers: str) -> requests.Response:
+        return requests.post(f"{server.url}/api/v1/{path}", json=body, headers=headers, timeout=60)
+
+    graph = post("flow/default/service/graph-rag", {"query": "Which countries border Germany?", "streaming": True})
+    assert graph.status_code == 200 and "Austria" in graph.json()["response"]  # REST is never streamed
+    rows = post("flow/default/service/sparql", {
+        "query": "SELECT ?o WHERE { ?s <https://trustgraph.ai/r/borders> ?o } ORDER BY ?o", "batch-size": 1}).json()
+    assert rows["variables"] == ["o"] and [row["values"][0]["i"] for row in rows["bindings"]] == [
+        "https://trustgraph.ai/e/austria", "https://trustgraph.ai/e/france"]  # the batches joined
+    [document] = post("librarian", {"operation": "list-documents", "collection": "notes"}).json()["document-metadatas"]
+    assert (document["title"], document["kind"]) == ("egypt.txt", "text/plain")
+    provenance = post("flow/default/service/triples", {"s": {"t": "i", "i": document["id"]}, "g": "urn:graph:source",
+                                                       "collection": "notes", "limit": 50}).json()
+    assert {"t": "i", "i": "https://trustgraph.ai/ns/Document"} in [t["o"] for t in provenance]
+    content = post("librarian", {"operation": "get-document-content", "document-id": document["id"]}).json()
+    assert content == {"content": base64.b64encode(CANAL.encode()).decode()}
+    for path, body, status in (("flow/default/service/agent", {}, 404), ("flow/default/service/sparql", [], 400),
+                               ("flow/default/service/sparql", {"query": 5}, 400),
+                               ("flow/default/service/sparql", {"query": "SELEC"}, 400),
+                               ("librarian", {"operation": "remove-document"}, 400),
+                               ("librarian", {"operation": "get-document-content", "document-id": "urn:x:none"}, 404),
+                               ("librarian", {"operation": "add-document", "document-metadata": {}, "content": "%%"},
+                                400),
+                               ("librarian", {"operation": "add-document", "document-metadata": {"kind": "text/plain"},
+                                              "content": base64.b64encode(b"x").decode()}, 401)):  # no token
+        refused = post(path, body)
+        assert refused.status_code == status and set(refused.json()["error"]) == {"type", "message"}, (path, body)
+
+
+@pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
+                    "(the README's test command installs it)")
+def test_the_real_trustgraph_cli_adds_lists_and_traces_a_library_document(server: ProductionServer,
+                                                                          tmp_path: Path) -> None:
+    (tmp_path / "dam.txt").write_text("The Aswan High Dam was completed in 1970.")
+    added = trustgraph_cli("add_library_document", server, "-t", TOKEN, "--name", "Dam", "-k", "text/plain",
+                           str(tmp_path / "dam.txt"))
+    assert added.returncode == 0 and "Loaded successfully" in added.stdout, added.stderr
+    listed = trustgraph_cli("show_library_documents", server)
+    assert listed.returncode == 0 and "| title | Dam" in listed.stdout, listed.stderr
+    iri = next(line.split("|")[2].strip() for line in listed.stdout.splitlines() if line.startswith("| id "))
+    deadline = time.monotonic() + 60
+    while True:  # the ingest goes on in the background
+        tree = trustgraph_cli("show_extraction_provenance", server, "--show-content", iri)
+        if "Chunk" in tree.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert tree.returncode == 0, tree.stderr
+    assert [line.strip() for line in tree.stdout.splitlines() if line.strip()] == [
+        f"Document: {iri}", 'Content: "The Aswan High Dam was completed in 1970."',
+        "└── Page: Page 1", 'Content: "The Aswan High Dam was completed in 1970."',
+        "└── Chunk: Chunk 1", 'Content: "The Aswan High Dam was completed in 1970."']

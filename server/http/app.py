@@ -38,10 +38,11 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
         sparql,
         sparql_editor,
         triples,
+        trustgraph_rest,
     )
 
     for module in (ops, sparql, sparql_editor, graph_store, api, triples, documents, console, sources, neighbourhood,
-                   dataset):
+                   dataset, trustgraph_rest):
         app.register_blueprint(module.blueprint)
     install_write_gate(app)  # before the body is read
     install_whole_body_reading(app)

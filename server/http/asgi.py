@@ -133,7 +133,8 @@ class WsgiBridge:
             return
 
         async def run(internal: trustgraph_socket.Internal, token: str | None) -> trustgraph_socket.Answered:
-            headers = [(b"accept", internal.accept.encode()), (b"content-type", b"application/json")]
+            headers = [(b"accept", internal.accept.encode()),
+                       (b"content-type", internal.content_type.encode("latin-1", "replace"))]
             if token:
                 headers.append((b"authorization", f"Bearer {token}".encode("latin-1", "replace")))
             http = {"type": "http", "method": internal.method, "path": internal.path, "headers": headers,

@@ -3,7 +3,8 @@
 
 The body is ``{"s", "p", "o"}`` (each optional, a term in the wire form of ``server.explain.wire``: an IRI,
 a literal or a triple term), ``collection`` (its knowledge graph; default: the configured collection) or
-``g`` (a graph's IRI) and ``limit`` (1 to ``GLASSGRAPH_MAX_ROWS``, default 100). The answer is
+``g`` (a graph's IRI; TrustGraph's names ``urn:graph:source`` and ``urn:graph:retrieval`` are the collection's
+source graph and the explainability graph) and ``limit`` (1 to ``GLASSGRAPH_MAX_ROWS``, default 100). The answer is
 ``{"triples": [{"s", "p", "o", "g"}], "truncated"}``: ``truncated`` when more quads match than ``limit``.
 """
 from __future__ import annotations
@@ -20,6 +21,8 @@ from server.vocab import Term
 
 blueprint = Blueprint("triples", __name__)
 DEFAULT_LIMIT = 100
+TRUSTGRAPH_SOURCE_GRAPH = "urn:graph:source"  # TrustGraph 2.x's names for a collection's provenance graph
+TRUSTGRAPH_RETRIEVAL_GRAPH = "urn:graph:retrieval"  # and for the explain traces
 
 
 @blueprint.route("/api/triples", methods=["POST"])
@@ -54,12 +57,16 @@ def _term(body: dict, name: str) -> Term | None:
 
 
 def _graph(body: dict) -> NamedNode:
-    """``g`` when given (any graph the store holds), else the collection's knowledge graph."""
-    if body.get("g") is not None:
-        if not isinstance(body["g"], str):
+    """``g`` when given (any graph the store holds, or one of TrustGraph's names), else the collection's
+    knowledge graph."""
+    graph = body.get("g")
+    if graph == TRUSTGRAPH_RETRIEVAL_GRAPH:
+        return vocab.explain_graph(current_config().explain_collection)
+    if graph is not None and graph != TRUSTGRAPH_SOURCE_GRAPH:
+        if not isinstance(graph, str):
             raise BadRequest("'g' must be a graph's IRI (a string)")
         try:
-            return NamedNode(body["g"])
+            return NamedNode(graph)
         except ValueError as error:
             raise BadRequest(f"'g' is not an IRI: {error}") from None
     collection = body.get("collection") or current_config().default_collection
@@ -71,4 +78,4 @@ def _graph(body: dict) -> NamedNode:
         raise BadRequest(str(error)) from None
     if not known:
         raise NotFound(f"no collection {collection!r}")
-    return vocab.collection_graph(collection)
+    return vocab.source_graph(collection) if graph == TRUSTGRAPH_SOURCE_GRAPH else vocab.collection_graph(collection)

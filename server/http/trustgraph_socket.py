@@ -17,15 +17,17 @@ service or a request before auth is an error frame, never a closed server.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from pyoxigraph import QueryResultsFormat, RdfFormat, parse, parse_query_results
 
+from server import vocab
 from server.errors import ErrorType
 from server.explain.wire import term_wire
 
@@ -59,6 +61,7 @@ class Internal:
     query: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     accept: str = "application/json"
+    content_type: str = "application/json"
 
 
 def _rag(path: str, limits: dict[str, str]) -> Callable[[dict], Internal]:
@@ -206,11 +209,73 @@ def _http_error(status: int, raw: bytes) -> dict:
         return {"error": {"type": ErrorType.of_status(status).wire_name, "message": message}, "complete": True}
 
 
+def _librarian(request: dict) -> Internal:
+    """TrustGraph's librarian: ``get-document-content`` (the text of a document, page or chunk, base64 as its
+    client reads it), ``list-documents`` and ``add-document`` (an ingest) in a collection (``collection``,
+    Glassgraph's own key: TrustGraph's library has none; default ``default``)."""
+    operation = request.get("operation")
+    collection = request.get("collection") or "default"
+    if not isinstance(collection, str):
+        raise RequestError("'collection' must be a string")
+    documents = f"/api/collections/{quote(collection, safe='')}/documents"
+    if operation == "get-document-content":
+        if not isinstance(request.get("document-id"), str):
+            raise RequestError("get-document-content needs the 'document-id' of a document, page or chunk (its IRI)")
+        return Internal("GET", "/api/documents", _content_frames, query={"id": request["document-id"]},
+                        accept="text/plain")
+    if operation == "list-documents":
+        return Internal("GET", documents, _listing_frames)
+    if operation == "add-document":
+        metadata = request.get("document-metadata")
+        if not isinstance(metadata, dict) or not isinstance(request.get("content"), str):
+            raise RequestError("add-document needs 'document-metadata' (an object) and 'content' (base64)")
+        try:
+            content = base64.b64decode(request["content"], validate=True)
+        except ValueError:
+            raise RequestError("'content' is not base64") from None
+        kind, title = metadata.get("kind") or "text/plain", metadata.get("title") or metadata.get("id") or "document"
+        if not isinstance(kind, str) or not isinstance(title, str):
+            raise RequestError("'kind' and 'title' must be strings")
+        return Internal("POST", documents, _added_frames, query={"name": title}, body=content, content_type=kind)
+    raise RequestError(f"unknown librarian operation {operation!r}; this server offers get-document-content, "
+                       "list-documents and add-document", "unknown-operation")
+
+
+def _content_frames(status: int, headers: dict[str, str], body: Iterator[bytes]) -> Iterator[dict]:
+    raw = b"".join(body)
+    yield _http_error(status, raw) if status >= 400 else {
+        "response": {"content": base64.b64encode(raw).decode("ascii")}, "complete": True}
+
+
+def _listing_frames(status: int, headers: dict[str, str], body: Iterator[bytes]) -> Iterator[dict]:
+    """The collection's documents as TrustGraph's document metadata (``id`` is the document's IRI)."""
+    raw = b"".join(body)
+    if status >= 400:
+        yield _http_error(status, raw)
+        return
+    listed = [{"id": document["iri"], "kind": document["media_type"] or "text/plain", "title": document["title"] or "",
+               "comments": "", "metadata": [], "tags": [], "document-type": "source"}
+              for document in json.loads(raw)["documents"]]
+    yield {"response": {"document-metadatas": listed}, "complete": True}
+
+
+def _added_frames(status: int, headers: dict[str, str], body: Iterator[bytes]) -> Iterator[dict]:
+    """An ingest accepted (it goes on in the background): the document's IRI and the job's status URL."""
+    raw = b"".join(body)
+    if status >= 400:
+        yield _http_error(status, raw)
+        return
+    job = json.loads(raw)
+    yield {"response": {"document-id": f"{vocab.URN}doc:{job['id']}", "status": job["status"], "url": job["url"]},
+           "complete": True}
+
+
 SERVICES: dict[str, Callable[[dict], Internal]] = {
     "graph-rag": _rag("/api/graph-rag", GRAPH_LIMITS),
     "document-rag": _rag("/api/document-rag", DOCUMENT_LIMITS),
     "sparql": _sparql,
     "triples": _triples,
+    "librarian": _librarian,
 }
 
 

@@ -1,0 +1,73 @@
+"""TrustGraph's REST forms of the services its websocket offers (``server.http.trustgraph_socket``):
+``POST /api/v1/flow/{flow}/service/{service}`` and ``POST /api/v1/librarian``, the request object as the body.
+
+Each is made into the same Glassgraph request as over the socket and run through this app (a nested request:
+the caller's address and ``Authorization`` go with it, so every limit, rate and check applies); the answer is
+the one response object TrustGraph's client reads (a SELECT's batches joined), an error is
+``{"error": {"type", "message"}}`` with the status Glassgraph answered. REST answers are never streamed.
+"""
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from server.errors import BadRequest, NotFound
+from server.http.api import json_body
+from server.http.trustgraph_socket import Internal, RequestError, internal_request, query_string
+
+blueprint = Blueprint("trustgraph_rest", __name__)
+_KEPT = ("SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SCRIPT_NAME", "REMOTE_ADDR", "REMOTE_PORT", "HTTP_HOST",
+         "HTTP_AUTHORIZATION", "wsgi.version", "wsgi.url_scheme", "wsgi.errors", "wsgi.multithread",
+         "wsgi.multiprocess", "wsgi.run_once")
+
+
+@blueprint.route("/api/v1/flow/<flow>/service/<service>", methods=["POST"])
+def flow_service(flow: str, service: str) -> Response:
+    return _answer(service)
+
+
+@blueprint.route("/api/v1/librarian", methods=["POST"])
+def librarian() -> Response:
+    return _answer("librarian")
+
+
+def _answer(service: str) -> Response:
+    body = json_body()
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object: the service's request")
+    try:
+        internal = internal_request({"service": service, "request": {**body, "streaming": False}})
+    except RequestError as error:
+        raise (NotFound if error.type == "unknown-service" else BadRequest)(str(error)) from None
+    status, headers, answer = _run(internal)
+    frames = list(internal.frames(status, headers, iter([answer])))
+    failed = next((frame for frame in frames if "error" in frame), None)
+    if failed is not None:
+        response = jsonify(error=failed["error"])
+        response.status_code = status if status >= 400 else 502
+        return response
+    joined: dict[str, Any] | list = frames[0]["response"]
+    for frame in frames[1:]:  # a SELECT in batches, or triples in pieces
+        if isinstance(joined, list):
+            joined = [*joined, *frame["response"]]
+        else:
+            joined = {**joined, "bindings": joined["bindings"] + frame["response"]["bindings"]}
+    return jsonify(joined)
+
+
+def _run(internal: Internal) -> tuple[int, dict[str, str], bytes]:
+    """``internal`` through this app, as a request of the caller's: status, headers (lower-case), body."""
+    environ = {key: request.environ[key] for key in _KEPT if key in request.environ}
+    environ.update({"REQUEST_METHOD": internal.method, "PATH_INFO": internal.path,
+                    "QUERY_STRING": query_string(internal).decode("latin-1"), "CONTENT_TYPE": internal.content_type,
+                    "CONTENT_LENGTH": str(len(internal.body)), "HTTP_ACCEPT": internal.accept,
+                    "wsgi.input": io.BytesIO(internal.body)})
+    started: list = []
+    result = current_app.wsgi_app(environ, lambda status, headers, exc_info=None: started.extend([status, headers]))
+    try:
+        body = b"".join(result)
+    finally:
+        getattr(result, "close", lambda: None)()
+    return int(started[0].split(" ", 1)[0]), {name.lower(): value for name, value in started[1]}, body
