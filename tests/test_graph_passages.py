@@ -5,6 +5,7 @@ best sentences answer; with a model (a scripted OpenAI-compatible server, the re
 prompt holds the chunks that state the selected edges and the question's best passages."""
 from __future__ import annotations
 
+import io
 import re
 import threading
 import time
@@ -98,11 +99,40 @@ def test_tg_invoke_graph_rag_with_passages_prints_them_and_the_cited_span(
     finally:
         server.shutdown()
     assert out == "The Suez Canal was completed in 1869 [1].\n"
-    lines = err.splitlines()
-    assert "    Retrieved 2 passage(s) for: Canal, Suez, completed" in lines
-    assert "    Used 1 passage(s): #1 as [1]" in lines
-    assert any(line.startswith("    Passage [1]: Chunk 1 (chars ") and line.endswith('"egypt.txt"') for line in lines)
-    assert "    Retrieved 0 edge(s)" in lines and "    Selected 0 edge(s)" in lines  # the graph's blocks too
+    _assert_passage_blocks(err)
+
+
+def test_each_block_shows_what_its_step_recorded_even_before_the_next_is(offline: FlaskClient) -> None:
+    """The display driven by the pipeline itself, as ``glassgraph ask`` does: each block's trace is read while
+    the pipeline waits at that step's event, so the answer (and the marks citing the passages) is not recorded
+    when the selection block is shown. A client over HTTP may read it before or after the answer is recorded;
+    either way the blocks are the same."""
+    from server.cli.display import StreamDisplay
+    from server.explain.trace import read_trace
+    from server.rag.retrieval import RetrievalLimits
+
+    runtime = offline.application.extensions["glassgraph.runtime"]
+    messages = (m.to_dict() for m in runtime.pipeline.run("When was the Suez Canal completed?", "docs", True,
+                                                           RetrievalLimits(passages=2)))
+    out, err = io.StringIO(), io.StringIO()
+    StreamDisplay(out, err, lambda iri: read_trace(runtime.store, iri), passages=True).run(messages)
+    assert out.getvalue() == "The Suez Canal was completed in 1869 [1].\n"
+    _assert_passage_blocks(err.getvalue())
+
+
+def _assert_passage_blocks(err: str) -> None:
+    """The explain blocks of the Suez Canal question asked with two passages: the graph's (no edges) and the
+    passages retrieved, the one used (its mark under the answer, which records it) and the cited span."""
+    blocks = {block.split(" ", 1)[0]: block.splitlines()[1:] for block in err.strip().split("\n\n")}
+    assert list(blocks) == ["[session]", "[retrieval]", "[selection]", "[answer]"], err
+    retrieved = blocks["[retrieval]"]
+    assert retrieved[:2] == ["    Retrieved 0 edge(s)", "    Retrieved 2 passage(s) for: Canal, Suez, completed"], err
+    assert len(retrieved) == 4 and retrieved[2].startswith("    1. Chunk 1 ") and '"egypt.txt"' in retrieved[2], err
+    assert blocks["[selection]"] == ["    Selected 0 edge(s)", "    Used 1 passage(s): #1"], err
+    used, passage, quote = blocks["[answer]"]
+    assert used == "    Used 1 passage(s): #1 as [1]", err
+    assert passage.startswith("    Passage [1]: Chunk 1 (chars ") and passage.endswith('"egypt.txt"'), err
+    assert quote == "      “The Suez Canal was completed in 1869.”", err
 
 
 def _answer_citing_the_canal_passage(request: Recorded) -> Reply:

@@ -216,7 +216,8 @@ class StreamDisplay:
     ``fmt="text"``: explain blocks to ``err`` (when ``explainable``), the answer to ``out``.
     ``fmt="json"``: every message as one JSON line to ``out``.
     ``show_source``: the selection block quotes the chunk of each chain. ``passages``: the retrieval, selection
-    and answer blocks show passages and cited spans (read from the trace): document RAG, or GraphRAG asked for
+    and answer blocks show passages and cited spans (read from the trace, each block only what its step has
+    recorded: the marks citing the used passages under the answer): document RAG, or GraphRAG asked for
     passages; ``edges``: the selection block shows the selected edges (not in document RAG's).
     """
 
@@ -304,15 +305,23 @@ class StreamDisplay:
         return trace, []
 
     def _passage_block(self, kind: str, iri: str) -> list[str]:
-        """A document RAG block, from the trace: the passages retrieved, those used, or the cited spans."""
+        """A document RAG block, from the trace: the passages retrieved, those used, or the marks that cite
+        them and the cited spans.
+
+        A block shows only what its step has recorded. The marks that cite the used passages are the answer's
+        spans, recorded after the selection's event is sent (the answer is written after it), so a lookup made
+        for the selection block may or may not find them: the selection block leaves them out and the answer
+        block pairs the passages with their marks."""
         trace, unavailable = self._trace(iri)
         if unavailable:
             return unavailable
         if kind == "retrieval":
             return passage_lines(trace)
         if kind == "selection":
-            return [used_passages_line(trace)]
-        return [line for span in trace.get("spans") or [] for line in span_lines(span)]
+            return [used_passages_line({**trace, "spans": []})]
+        spans = trace.get("spans") or []
+        return ([used_passages_line(trace)] if spans and trace.get("passages") else []) + [
+            line for span in spans for line in span_lines(span)]
 
     def _close_answer(self) -> None:
         if self.fmt == "text" and self._answer_open:

@@ -50,7 +50,8 @@ examples:
   tg-invoke-document-rag -C notes --explainable -q "When was the Suez Canal completed?"
 
 With --explainable the explain events go to stderr: [retrieval] with each passage's chain and scores,
-[selection] with the passages used, [answer] with each cited sentence's span
+[selection] with the passages used (Used 2 passage(s): #1, #3), [answer] with the marks that cite
+them (Used 2 passage(s): #1 as [1], #3 as [2]: known once the answer is) and each cited sentence's span
 (Passage [1]: Chunk 4 (chars 120-388) → Page 2 → "Title") and the sentence quoted.
 
 exit codes: 0 success, 1 the server reported an error, 2 usage, 3 cannot connect to the server
