@@ -5,9 +5,9 @@ import pytest
 from pyoxigraph import Literal, NamedNode, Triple
 
 from server import vocab
-from server.explain.provenance import format_chain, source_chains
 from server.explain.recorder import ExplainRecorder
 from server.explain.trace import list_sessions, read_trace
+from server.provenance import format_chain, source_chains
 from server.store import GraphStore
 from server.vocab import ENTITY, RELATION, TG
 

@@ -13,8 +13,8 @@ from scripted_llm import ScriptedLLM
 
 from server import vocab
 from server.config import SAMPLE_DATA, Config
-from server.explain.provenance import format_chain, source_chains
 from server.explain.trace import list_sessions, read_trace
+from server.provenance import format_chain, source_chains
 from server.rag.llm import NO_ANSWER
 from server.rag.messages import GraphRagResponse
 from server.rag.pipeline import GraphRag, make_graph_rag

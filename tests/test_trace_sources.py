@@ -18,9 +18,9 @@ from test_cli import GLASSGRAPH, TG_INVOKE, blocks, invoke, run
 
 from server import vocab
 from server.cli.display import edge_lines, excerpt
-from server.explain.provenance import format_chain, mention_chains_many, source_chains
 from server.explain.recorder import ExplainRecorder
 from server.explain.trace import read_trace
+from server.provenance import format_chain, mention_chains_many, source_chains
 from server.sparql_templates import template_limit
 from server.store import GraphStore
 from server.vocab import ENTITY, RDFS, RELATION

@@ -75,7 +75,7 @@ def _word_cut(text: str, start: int, end: int, keep: tuple[int, int]) -> tuple[i
 def chain_lines(name: str, chain: list[dict], labels: Sequence[str], show_source: bool) -> list[str]:
     """``Source: <chain>`` (or another ``name``), then with ``show_source`` an excerpt of its chunk's text
     around ``labels`` (the first found)."""
-    from server.explain.provenance import format_chain  # pyoxigraph: loaded once an edge is shown, not on import
+    from server.provenance import format_chain  # pyoxigraph: loaded once an edge is shown, not on import
 
     lines = [f"        {name}: {format_chain(chain)}"]
     texts = [node["text"] for node in chain if node.get("type") == "Chunk" and (node.get("text") or "").strip()]
@@ -171,7 +171,7 @@ def trace_lines(trace: dict, show_source: bool = False) -> list[str]:
 
 def passage_lines(trace: dict) -> list[str]:
     """A document RAG retrieval: its query terms and each passage's chain and scores."""
-    from server.explain.provenance import format_chain
+    from server.provenance import format_chain
 
     lines = [f"    Retrieved {len(trace['passages'])} passage(s) for: {', '.join(trace.get('query_terms') or [])}"]
     for passage in trace["passages"]:
@@ -198,7 +198,7 @@ def used_passages_line(trace: dict) -> str:
 def span_lines(span: dict) -> list[str]:
     """``Passage [1]: Chunk 4 (chars 120-388) → Page 2 → "Title"`` (the sentence's characters in its page)
     and the quoted sentence."""
-    from server.explain.provenance import format_chain
+    from server.provenance import format_chain
 
     chain = [dict(node) for node in span["chain"]]
     if chain:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyoxigraph import NamedNode
 
 from server import vocab
-from server.explain.provenance import Chain, chunk_chains_many
+from server.provenance import Chain, chunk_chains_many
 from server.store_base import StoreBackend
 
 

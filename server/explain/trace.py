@@ -8,8 +8,8 @@ from pyoxigraph import Literal, NamedNode, Quad, Triple
 from server import vocab
 from server.errors import ErrorType
 from server.explain.passage_trace import read_passages
-from server.explain.provenance import mention_chains_many, source_chains_many
 from server.labels import store_labels, term_name
+from server.provenance import mention_chains_many, source_chains_many
 from server.sparql_templates import Term, render_term
 from server.store_base import StoreBackend
 

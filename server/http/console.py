@@ -14,7 +14,6 @@ from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse
 
 from server import vocab
 from server.errors import BadRequest, NotFound
-from server.explain.provenance import chunk_span, node_name, source_chains_many
 from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, trace_quads
 from server.explain.wire import quad_wire, trace_graph_quads
 from server.http.context import current_config, current_store
@@ -22,6 +21,7 @@ from server.http.descriptions import current_collections, kept_until_written
 from server.http.linked_data import linked_data_response
 from server.http.params import bounded_iri_text, iri_parameter
 from server.labels import store_labels
+from server.provenance import chunk_span, node_name, source_chains_many
 from server.rag.document_rag import PassageLimits
 from server.rag.retrieval import RetrievalLimits
 from server.sparql_templates import template_limit
