@@ -17,13 +17,13 @@ import requests
 from live_server import LiveServer, serve
 from production_server import TOKEN, ProductionServer
 
-from server import vocab
+from server import stages, vocab
+from server.answering import make_graph_rag
 from server.config import Config
 from server.errors import Busy
 from server.explain.retention import Retention, prune_sessions
 from server.explain.trace import list_sessions
 from server.http.params import MAX_IRI
-from server.rag.pipeline import make_graph_rag
 from server.store import GraphStore
 
 QUESTION = "What is the capital of France?"
@@ -169,7 +169,7 @@ def record_sessions(store: GraphStore, count: int) -> list[str]:
 
 
 def quads_of(store: GraphStore, session: str) -> list:
-    session_id = vocab.session_id_of(session)
+    session_id = stages.session_id_of(session)
     return [q for q in store.raw if session_id in str(q)]
 
 
