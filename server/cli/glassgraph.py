@@ -476,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="with --prune: delete sessions older than this many days (0: any age)")
 
     explain = _command(sub, "explain", cmd_explain, "show the whole trace of a session, with source chains",
-                       "glassgraph explain urn:trustgraph:session:6f1c...  (or just the id after 'session:')")
+                       f"glassgraph explain {SESSION.iri('6f1c...').value}  (or just the id after '{SESSION.infix}')")
     explain.add_argument("session", help="session IRI (any explain IRI of the session works) or session id")
     explain.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     add_show_source(explain)
