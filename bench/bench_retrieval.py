@@ -21,10 +21,12 @@ from bench.baseline import PatternBaseline
 from bench.storage_bounds import ObservedStore, point_reads, raw_walk
 from server import vocab
 from server.config import Config
+from server.explain.stream import ExplainStream
 from server.rag.llm import LLM
 from server.rag.pipeline import GraphRag
 from server.rag.providers import make_llm
 from server.rag.retrieval import RetrievalLimits, Retriever
+from server.stages import RETRIEVAL, EdgesRetrieved
 from server.store import GraphStore
 from server.vocab import LIBRARIAN_GRAPH
 
@@ -102,7 +104,7 @@ def _explain_overhead(store: GraphStore, retriever: Retriever, collection: str,
     first, so that both timed runs see warm caches and the difference is the explain work alone."""
     llm = TimedLLM(make_llm(Config(llm="offline")))
     timed_store = ObservedStore(store)
-    rag = GraphRag(timed_store, retriever, llm)
+    rag = GraphRag(timed_store, retriever, llm, sinks=ExplainStream)
     plain: list[float] = []
     differences: list[float] = []
     writes: list[float] = []
@@ -147,10 +149,12 @@ def retrieval_write_cost(store: GraphStore, retriever: Retriever, collection: st
     try:
         for index, question in enumerate(questions):
             graph = retriever.get_labelgraph(question, collection)
-            edges = [Triple(*terms) for terms in graph.uri_map.values()]
-            variants = {False: vocab.retrieval_quads(store.explain_graph, f"bench-{index}-a", len(edges)),
-                        True: vocab.retrieval_quads(store.explain_graph, f"bench-{index}-b", len(edges), edges,
-                                                    graph.seeds)}
+            retrieved = EdgesRetrieved([(Triple(*terms), labels) for terms, labels
+                                        in zip(graph.uri_map.values(), graph.labeled_edges, strict=True)], graph.seeds)
+            listed_quads = RETRIEVAL.quads(store.explain_graph, f"bench-{index}-b", retrieved)
+            plain_quads = [q for q in RETRIEVAL.quads(store.explain_graph, f"bench-{index}-a", retrieved)
+                           if q.predicate not in (vocab.TG.retrievedEdge, vocab.TG.seed)]
+            variants = {False: plain_quads, True: listed_quads}
             for with_edges in ((False, True) if index % 2 == 0 else (True, False)):
                 started = time.perf_counter()
                 store.record_trace(variants[with_edges])

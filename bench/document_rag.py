@@ -61,7 +61,7 @@ def quality(store: GraphStore, index: PassageIndex) -> None:
     ingester.ingest(_pdf(), "backgrounds", name="iberia.pdf")
     texts = {chunk: text for chunk, text in index._rows(  # noqa: SLF001 - the bench reads the index's own table
         "SELECT chunk, text FROM passage WHERE collection = ?", ("backgrounds",))}
-    rag = DocumentRag(store, index, OfflineLLM())
+    rag = DocumentRag(store, index, OfflineLLM(), sinks=None)  # never explainable here
     questions = _tsv("document_rag_questions.tsv")
     scores = {name: {1: [], 5: []} for name in ("lexical", "semantic", "fused")}
     hits = []

@@ -41,6 +41,7 @@ from bench.bench_retrieval import _table
 from bench.workdir import cached_store
 from server.config import PROJECT_ROOT, SAMPLE_DATA
 from server.ingest.load import load_file
+from server.stages import SESSION
 from server.store import GraphStore
 
 sys.path.append(str(PROJECT_ROOT / "tests"))  # the servers live with the tests that use them
@@ -132,7 +133,7 @@ def read_sse(text: str) -> tuple[str | None, bool]:
         if line.startswith("data: "):
             message = json.loads(line[6:])
             explain_id = message.get("explain_id") or ""
-            session = session or (explain_id if explain_id.startswith("urn:trustgraph:session:") else None)
+            session = session or (explain_id if message.get("explain_kind") == SESSION.kind else None)
             complete = complete or bool(message.get("end_of_session"))
     return session, complete
 

@@ -35,10 +35,11 @@ from pathlib import Path
 
 from bench import metaqa_load
 from bench.bench_retrieval import _table
+from server.answering import make_graph_rag
 from server.config import PROJECT_ROOT, SAMPLE_DATA, Config
 from server.ingest.load import build_store
 from server.rag.choice import choose_edges
-from server.rag.pipeline import GraphRag, make_graph_rag
+from server.rag.pipeline import GraphRag
 from server.rag.retrieval import RetrievalLimits, Retriever
 from server.store import GraphStore
 from server.vocab import collection_graph

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bench.bench_retrieval import _table
 from bench.ingest import TimedLLM
+from server.answering import make_graph_rag
 from server.cli.ingest import quiet_libraries
 from server.config import PROJECT_ROOT, SAMPLE_DATA, Config
 from server.explain.trace import read_trace
@@ -34,7 +35,7 @@ from server.ingest.documents import Ingester, IngestOptions
 from server.ingest.load import build_store
 from server.rag.label_index import LabelIndex
 from server.rag.openai_llm import OpenAILLM
-from server.rag.pipeline import GraphRag, make_graph_rag
+from server.rag.pipeline import GraphRag
 from server.store import GraphStore
 
 QUESTIONS = PROJECT_ROOT / "bench" / "factbook_questions.tsv"

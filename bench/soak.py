@@ -54,6 +54,7 @@ from pyoxigraph import RdfFormat, parse
 from bench.bench_retrieval import _table
 from bench.load_http import PREFIXES, REFUSALS, percentile, read_back, read_sse, retry_after
 from server.config import PROJECT_ROOT, Config
+from server.stages import SESSION, STAGES
 
 sys.path.append(str(PROJECT_ROOT / "tests"))  # the production command lives with the tests that use it
 from production_server import TOKEN, ProductionServer  # noqa: E402
@@ -270,7 +271,7 @@ def rag_json(soak: Soak, http: requests.Session, client: int, n: int) -> None:
                     headers={"Accept": "application/json"})
     if response is not None and response.status_code == 200:
         try:
-            session = response.json().get("session")
+            session = response.json().get(SESSION.kind)
         except ValueError:
             session = None
         soak.tally.answered(session, complete=True)
@@ -614,8 +615,7 @@ def trace_complete(soak: Soak, session: str) -> bool:
     if response is None or response.status_code != 200:
         return False
     trace = response.json()
-    return trace.get("status") in ("answered", "no-answer") and all(trace.get(k) for k in
-                                                                    ("retrieval", "selection", "answer"))
+    return trace.get("status") in ("answered", "no-answer") and all(trace.get(stage.kind) for stage in STAGES)
 
 
 def lost_writes(soak: Soak) -> list[str]:

@@ -23,8 +23,8 @@ from pyoxigraph import Quad, Triple
 
 from server import vocab
 from server.config import SAMPLE_DATA
-from server.explain.provenance import mention_chains_many, source_chains_many
 from server.ingest.load import build_store
+from server.provenance import mention_chains_many, source_chains_many
 from server.sparql_templates import render_values
 from server.store import GraphStore
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 
+from server.answering import make_document_rag, make_graph_rag
 from server.config import Config
 from server.errors import EmbeddingsFailed, LLMFailed
 from server.explain.retention import AutoPrune
@@ -24,7 +25,7 @@ from server.ingest.documents import Ingester
 from server.ingest.jobs import IngestJobs
 from server.rag.document_rag import DocumentRag
 from server.rag.passage_index import make_passage_index
-from server.rag.pipeline import GraphRag, make_graph_rag
+from server.rag.pipeline import GraphRag
 from server.rag.providers import llm_ready, make_extractor
 from server.remote_store import RemoteStore
 from server.store_base import StoreBackend
@@ -61,7 +62,7 @@ class Runtime:
             if self._embeddings_error:
                 self._rag.passages_error = self._embeddings_error
             if passages is not None:
-                self._document_rag = DocumentRag(store, passages, self._rag.llm, config.check_answers)
+                self._document_rag = make_document_rag(store, passages, self._rag.llm, config.check_answers)
             self._jobs = IngestJobs(Ingester(store, self._rag.retriever.index,
                                              llm_ready(lambda: make_extractor(config)), passages))
         except LLMFailed as exc:

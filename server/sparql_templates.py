@@ -9,6 +9,10 @@ a remote engine. Triple terms are spelled in the store's dialect (:data:`DIALECT
 
 A template's ``LIMIT n`` is its cap; ``limit`` (an ``int``, written as digits) lowers it per call,
 since SPARQL has no parameter for LIMIT.
+
+A template is Jinja once, when it is read: the templates that walk a trace's chain of stages are written from the
+stages' declaration (``stages``: ``server.stages.chain()``, the session first). Only that declaration is ever
+rendered into a template, never a request's data.
 """
 from __future__ import annotations
 
@@ -17,9 +21,11 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
 
+import jinja2
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
 from server.config import SPARQL_DIR
+from server.stages import chain
 from server.vocab import Term
 
 ValuesKey = str | tuple[str, ...]
@@ -133,10 +139,15 @@ def template_path(name: str, directory: Path = SPARQL_DIR) -> Path:
     raise TemplateError(f"no template sparql/{name}.rq or .ru")
 
 
+_JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+
+
 @cache
 def load_template(name: str, directory: Path = SPARQL_DIR) -> str:
-    """The text of template ``name``, read once: a query then costs no file-system look-up."""
-    return template_path(name, directory).read_text(encoding="utf-8")
+    """The text of template ``name``, read and rendered with the stages once: a query then costs no file-system
+    look-up."""
+    text = template_path(name, directory).read_text(encoding="utf-8")
+    return _JINJA.from_string(text).render(stages=chain())
 
 
 def template_names(directory: Path = SPARQL_DIR) -> list[str]:

@@ -1,6 +1,7 @@
 """Vocabulary: namespaces, the IRIs of docs/architecture.md ('Data model'), and builders for provenance triples.
 
-Every IRI that Glassgraph mints is made here, so traces stay interchangeable with TrustGraph's.
+Every IRI that Glassgraph mints is made here (a trace's in ``server/stages.py``, the stages' declaration), so
+traces stay interchangeable with TrustGraph's.
 """
 from __future__ import annotations
 
@@ -183,75 +184,10 @@ def agent_iri(name: str) -> NamedNode:
     return NamedNode(f"{URN}agent:{slug(name)}")
 
 
-# --- query-time explainability IRIs (the seed specification) ------------------------------------
-
-def session_iri(session_id: str) -> NamedNode:
-    return NamedNode(f"{URN}session:{session_id}")
-
-
-def retrieval_iri(session_id: str) -> NamedNode:
-    return NamedNode(f"{URN}prov:retrieval:{session_id}")
-
-
-def selection_iri(session_id: str) -> NamedNode:
-    return NamedNode(f"{URN}prov:selection:{session_id}")
-
-
-def edge_selection_iri(session_id: str, index: int) -> NamedNode:
-    return NamedNode(f"{URN}prov:edge:{session_id}:{index}")
-
-
-def answer_iri(session_id: str) -> NamedNode:
-    return NamedNode(f"{URN}prov:answer:{session_id}")
-
-
-def answer_document_iri(session_id: str) -> NamedNode:
-    return NamedNode(f"{URN}answer:{session_id}")
-
-
-def passage_iri(session_id: str, rank: int) -> NamedNode:
-    """A passage retrieved by a document RAG session, by its rank from 1."""
-    return NamedNode(f"{URN}prov:passage:{session_id}:{rank}")
-
-
-def span_iri(session_id: str, mark: int) -> NamedNode:
-    """The span of a chunk that a document RAG answer's sentence rests on, by the order of its citation from 1."""
-    return NamedNode(f"{URN}prov:span:{session_id}:{mark}")
-
-
-# Explainability IRIs after URN, by kind; an edge selection's, a passage's and a span's uuid is followed by
-# ``:{number}``.
-_EXPLAIN_PREFIXES = (("session:", "session"), ("prov:retrieval:", "retrieval"), ("prov:selection:", "selection"),
-                     ("prov:edge:", "edge"), ("prov:answer:", "answer"), ("answer:", "answer-document"),
-                     ("prov:passage:", "passage"), ("prov:span:", "span"))
-_NUMBERED_KINDS = ("edge", "passage", "span")
-
-
-def parse_explain_iri(iri: str) -> tuple[str, str] | None:
-    """``(kind, session uuid)`` of an explainability IRI, kind being ``session``, ``retrieval``,
-    ``selection``, ``edge``, ``answer``, ``answer-document``, ``passage`` or ``span``; None for any other IRI."""
-    for prefix, kind in _EXPLAIN_PREFIXES:
-        if iri.startswith(URN + prefix):
-            rest = iri[len(URN + prefix):]
-            return kind, rest.rsplit(":", 1)[0] if kind in _NUMBERED_KINDS else rest
-    return None
-
-
-def explain_kind(iri: str) -> str | None:
-    """The kind of an explainability IRI (see :func:`parse_explain_iri`); None for any other IRI."""
-    parsed = parse_explain_iri(iri)
-    return parsed[0] if parsed else None
-
-
-def session_id_of(iri: str) -> str | None:
-    """The uuid of any explainability IRI (session, retrieval, selection, edge, answer)."""
-    parsed = parse_explain_iri(iri)
-    return parsed[1] if parsed else None
-
-
 # --- builders --------------------------------------------------------------------------------
 
-def _quads(graph: NamedNode, subject: NamedNode, pairs: Iterable[tuple[NamedNode, Term]]) -> list[Quad]:
+def entity_quads(graph: NamedNode, subject: NamedNode, pairs: Iterable[tuple[NamedNode, Term]]) -> list[Quad]:
+    """``subject``'s (predicate, object) ``pairs`` as quads of ``graph``."""
     return [Quad(subject, p, o, graph) for p, o in pairs]
 
 
@@ -281,7 +217,7 @@ def document_quads(graph: NamedNode, doc: NamedNode, title: str, source: str | N
         pairs.append((TG.sha256, Literal(sha256)))
     if size is not None:
         pairs.append((TG.size, integer_literal(size)))
-    return _quads(graph, doc, pairs)
+    return entity_quads(graph, doc, pairs)
 
 
 def page_quads(graph: NamedNode, page: NamedNode, label: str, doc: NamedNode,
@@ -290,7 +226,7 @@ def page_quads(graph: NamedNode, page: NamedNode, label: str, doc: NamedNode,
                                            (RDFS.label, Literal(label)), (PROV.wasDerivedFrom, doc)]
     if number is not None:
         pairs.append((TG.pageNumber, integer_literal(number)))
-    return _quads(graph, page, pairs)
+    return entity_quads(graph, page, pairs)
 
 
 def chunk_quads(graph: NamedNode, chunk: NamedNode, label: str, page: NamedNode,
@@ -302,7 +238,7 @@ def chunk_quads(graph: NamedNode, chunk: NamedNode, label: str, page: NamedNode,
         index, offset, length = span
         pairs += [(TG.chunkIndex, integer_literal(index)), (TG.charOffset, integer_literal(offset)),
                   (TG.charLength, integer_literal(length))]
-    return _quads(graph, chunk, pairs)
+    return entity_quads(graph, chunk, pairs)
 
 
 def subgraph_quads(graph: NamedNode, subgraph: NamedNode, chunk: NamedNode,
@@ -312,12 +248,12 @@ def subgraph_quads(graph: NamedNode, subgraph: NamedNode, chunk: NamedNode,
     if activity is not None:
         pairs.append((PROV.wasGeneratedBy, activity))
     pairs.extend((TG.contains, fact) for fact in facts)
-    return _quads(graph, subgraph, pairs)
+    return entity_quads(graph, subgraph, pairs)
 
 
 def mention_quads(graph: NamedNode, chunk: NamedNode, entities: Iterable[NamedNode]) -> list[Quad]:
     """``chunk tg:mentions entity``: an entity of the collection whose label the chunk's text contains."""
-    return _quads(graph, chunk, [(TG.mentions, entity) for entity in entities])
+    return entity_quads(graph, chunk, [(TG.mentions, entity) for entity in entities])
 
 
 def activity_quads(graph: NamedNode, activity: NamedNode, doc: NamedNode, agent: NamedNode, agent_label: str,
@@ -328,7 +264,7 @@ def activity_quads(graph: NamedNode, activity: NamedNode, doc: NamedNode, agent:
         (RDF.type, PROV.Activity), (RDFS.label, Literal("Document extraction")), (PROV.used, doc),
         (PROV.wasAssociatedWith, agent), (PROV.startedAtTime, started), (PROV.endedAtTime, ended)]
     pairs.extend(settings)
-    return _quads(graph, activity, pairs) + _quads(graph, agent, [(RDF.type, PROV.Agent),
+    return entity_quads(graph, activity, pairs) + entity_quads(graph, agent, [(RDF.type, PROV.Agent),
                                                                   (RDFS.label, Literal(agent_label))])
 
 
@@ -338,123 +274,9 @@ def content_quads(item: NamedNode, text: str, title: str | None = None,
     pairs: list[tuple[NamedNode, Term]] = [(TG.content, Literal(text)), (TG.mimeType, Literal(mime_type))]
     if title:
         pairs.append((DC.title, Literal(title)))
-    return _quads(LIBRARIAN_GRAPH, item, pairs)
+    return entity_quads(LIBRARIAN_GRAPH, item, pairs)
 
-
-def session_quads(graph: NamedNode, session_id: str, question: str, started: Literal | None = None,
-                  label: str = "GraphRAG query session") -> list[Quad]:
-    return _quads(graph, session_iri(session_id), [
-        (RDF.type, PROV.Activity), (RDFS.label, Literal(label)),
-        (PROV.startedAtTime, started or now_literal()), (TG.query, Literal(question))])
-
-
-def retrieval_quads(graph: NamedNode, session_id: str, edge_count: int, edges: Iterable[Triple] = (),
-                    seeds: Iterable[NamedNode] = ()) -> list[Quad]:
-    """The retrieval entity: its edge count, each retrieved edge as a triple term (``tg:retrievedEdge``,
-    decision 15) and each seed entity (``tg:seed``)."""
-    return _quads(graph, retrieval_iri(session_id), [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved edges")),
-        (PROV.wasGeneratedBy, session_iri(session_id)),
-        (TG.edgeCount, Literal(str(edge_count), datatype=XSD.integer)),
-        *((TG.retrievedEdge, edge) for edge in edges), *((TG.seed, seed) for seed in seeds)])
-
-
-def selection_quads(graph: NamedNode, session_id: str, edges: Iterable[tuple[Triple, str] | tuple[Triple, str, str]],
-                    facts: Iterable[tuple[NamedNode, Term]] = ()) -> list[Quad]:
-    """The selection entity (with ``facts`` about it: method, what the model was shown) plus one
-    edge-selection node per (edge, reasoning[, chosen by])."""
-    selection = selection_iri(session_id)
-    quads = _quads(graph, selection, [(RDF.type, PROV.Entity), (RDFS.label, Literal("Selected edges")),
-                                      (PROV.wasDerivedFrom, retrieval_iri(session_id)), *facts])
-    for index, (edge, reasoning, *chosen_by) in enumerate(edges):
-        node = edge_selection_iri(session_id, index)
-        quads.append(Quad(selection, TG.selectedEdge, node, graph))
-        quads.extend(_quads(graph, node, [(TG.edge, edge), (TG.reasoning, Literal(reasoning)),
-                                          *((TG.selectedBy, Literal(by)) for by in chosen_by)]))
-    return quads
-
-
-def answer_quads(graph: NamedNode, session_id: str, outcome: str | None = None, cited: Iterable[int] = (),
-                 invalid: Iterable[int] = ()) -> list[Quad]:
-    """The answer entity; ``outcome`` is ``"answered"`` or ``"no-answer"`` (``tg:outcome``); ``cited``: the
-    1-based numbers of the selected edges its ``[n]`` marks name (``tg:citedEdge``, the edge-selection node);
-    ``invalid``: marks that name no selected edge (``tg:invalidCitation``)."""
-    return _quads(graph, answer_iri(session_id), [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal("GraphRAG answer")),
-        (PROV.wasDerivedFrom, selection_iri(session_id)),
-        (TG.document, answer_document_iri(session_id)),
-        *([(TG.outcome, Literal(outcome))] if outcome else []),
-        *((TG.citedEdge, edge_selection_iri(session_id, n - 1)) for n in cited),
-        *((TG.invalidCitation, integer_literal(n)) for n in invalid)])
-
-
-# --- document RAG: passages instead of edges ---------------------------------------------------
 
 def double_literal(value: float) -> Literal:
     """An ``xsd:double`` literal of ``value`` rounded to 6 decimals (a score)."""
     return Literal(repr(round(value, 6)), datatype=XSD.double)
-
-
-def passage_retrieval_quads(graph: NamedNode, session_id: str, terms: Iterable[str],
-                            passages: Iterable[tuple[NamedNode, float, float, float]]) -> list[Quad]:
-    """The retrieval entity of a document RAG session: the query terms its lexical search read
-    (``tg:queryTerm``) and each passage (``tg:retrievedPassage``, ranked from 1) with its chunk and
-    scores: bm25 (``tg:lexicalScore``, 0 when no word matched), cosine similarity (``tg:semanticScore``)
-    and the fused reciprocal-rank score (``tg:fusedScore``)."""
-    return _quads(graph, retrieval_iri(session_id), [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved passages")),
-        (PROV.wasGeneratedBy, session_iri(session_id))]) + passage_nodes(graph, session_id, terms, passages)
-
-
-def passage_nodes(graph: NamedNode, session_id: str, terms: Iterable[str],
-                  passages: Iterable[tuple[NamedNode, float, float, float]]) -> list[Quad]:
-    """The passages of a retrieval entity (see :func:`passage_retrieval_quads`); a GraphRAG retrieval
-    asked for passages holds them beside its edges."""
-    retrieval = retrieval_iri(session_id)
-    passages = list(passages)
-    quads = _quads(graph, retrieval, [(TG.passageCount, integer_literal(len(passages))),
-                                      *((TG.queryTerm, Literal(term)) for term in terms)])
-    for rank, (chunk, lexical, semantic, fused) in enumerate(passages, start=1):
-        node = passage_iri(session_id, rank)
-        quads.append(Quad(retrieval, TG.retrievedPassage, node, graph))
-        quads += _quads(graph, node, [(TG.chunk, chunk), (TG.rank, integer_literal(rank)),
-                                      (TG.lexicalScore, double_literal(lexical)),
-                                      (TG.semanticScore, double_literal(semantic)),
-                                      (TG.fusedScore, double_literal(fused))])
-    return quads
-
-
-def passage_selection_quads(graph: NamedNode, session_id: str, ranks: Iterable[int],
-                            facts: Iterable[tuple[NamedNode, Term]] = ()) -> list[Quad]:
-    """The selection entity of a document RAG session: the retrieved passages its answer was made from
-    (``tg:selectedPassage``, in the order the answer's ``[n]`` marks count them)."""
-    selection = selection_iri(session_id)
-    return _quads(graph, selection, [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal("Selected passages")),
-        (PROV.wasDerivedFrom, retrieval_iri(session_id)), *facts,
-        *((TG.selectedPassage, passage_iri(session_id, rank)) for rank in ranks)])
-
-
-def passage_answer_quads(graph: NamedNode, session_id: str, outcome: str,
-                         spans: Iterable[tuple[int, str, int, int]]) -> list[Quad]:
-    """The answer entity of a document RAG session: its outcome and each span a sentence rests on
-    (``tg:citedSpan``): the answer's mark ``[n]`` (``tg:mark``), the chunk, and the span's offset and
-    length in the chunk's text."""
-    return _quads(graph, answer_iri(session_id), [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal("Document RAG answer")),
-        (PROV.wasDerivedFrom, selection_iri(session_id)), (TG.document, answer_document_iri(session_id)),
-        (TG.outcome, Literal(outcome))]) + span_nodes(graph, session_id, spans)
-
-
-def span_nodes(graph: NamedNode, session_id: str, spans: Iterable[tuple[int, str, int, int]]) -> list[Quad]:
-    """The cited spans of an answer entity (see :func:`passage_answer_quads`), each ``(mark, chunk IRI,
-    offset, length)``."""
-    answer = answer_iri(session_id)
-    quads = []
-    for number, (mark, chunk, offset, length) in enumerate(spans, start=1):
-        node = span_iri(session_id, number)
-        quads.append(Quad(answer, TG.citedSpan, node, graph))
-        quads += _quads(graph, node, [(TG.mark, integer_literal(mark)), (TG.chunk, NamedNode(chunk)),
-                                      (TG.charOffset, integer_literal(offset)),
-                                      (TG.charLength, integer_literal(length))])
-    return quads

@@ -9,13 +9,14 @@ from pyoxigraph import Literal, Quad
 from scripted_llm import ScriptedLLM
 
 from server import vocab
+from server.answering import make_graph_rag
 from server.cli.display import trace_lines
 from server.config import Config
 from server.explain.trace import read_trace
 from server.rag import chains
 from server.rag.label_index import LabelIndex
 from server.rag.offline import extractive_answer
-from server.rag.pipeline import GraphRag, make_graph_rag
+from server.rag.pipeline import GraphRag
 from server.rag.retrieval import edge_id
 from server.rag.selection import parse_selection
 from server.store import GraphStore

@@ -289,9 +289,10 @@ def test_sessions_list_newest_first(page: object, console_url: str) -> None:
 def test_sessions_pages(page: object, console_url: str, sample_store: GraphStore) -> None:
     from server.explain.recorder import ExplainRecorder
     from server.explain.trace import list_sessions
+    from server.stages import SessionStarted
 
     for number in range(21):  # more than one page, whatever other tests asked
-        ExplainRecorder(sample_store, "default", "offline").session(f"Paging question {number}?")
+        ExplainRecorder(sample_store).record(SessionStarted(f"Paging question {number}?", "offline", "default"))
     expected = [f"/console/trace?id={quote(s['session'], safe=':')}" for s in list_sessions(sample_store, 40)]
     page.goto(console_url + "/console/sessions")
     first = [a.get_attribute("href") for a in page.locator("a.session-question").all()]

@@ -21,8 +21,8 @@ from console_browser import (
 from pyoxigraph import NamedNode
 
 from server import vocab
-from server.explain.provenance import node_name
 from server.explain.trace import read_trace
+from server.provenance import node_name
 from server.sparql_templates import template_limit
 from server.store import GraphStore
 

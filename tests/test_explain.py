@@ -4,10 +4,11 @@ from __future__ import annotations
 import pytest
 from pyoxigraph import Literal, NamedNode, Triple
 
-from server import vocab
-from server.explain.provenance import format_chain, source_chains
+from server import stages, vocab
 from server.explain.recorder import ExplainRecorder
 from server.explain.trace import list_sessions, read_trace
+from server.provenance import format_chain, source_chains
+from server.stages import Answered, EdgesRetrieved, EdgesSelected, SessionStarted
 from server.store import GraphStore
 from server.vocab import ENTITY, RELATION, TG
 
@@ -20,12 +21,12 @@ MOTTO = Triple(ENTITY.france, RELATION.motto, Literal("Liberté, égalité, frat
 
 def _record(store: GraphStore, question: str, edges: list[tuple[Triple, str]], answer: str | None,
             session_id: str | None = None) -> ExplainRecorder:
-    recorder = ExplainRecorder(store, "default", "offline", session_id)
-    recorder.session(question)
-    recorder.retrieval(3)
-    recorder.selection(edges)
+    recorder = ExplainRecorder(store, session_id)
+    recorder.record(SessionStarted(question, "offline", "default"))
+    recorder.record(EdgesRetrieved([(edge, ("", "", "")) for edge, _ in edges]))
+    recorder.record(EdgesSelected(edges))
     if answer is not None:
-        recorder.answer(answer)
+        recorder.record(Answered(answer))
     return recorder
 
 
@@ -68,11 +69,11 @@ def test_recorder_writes_the_seed_specification_entities(france_store: GraphStor
     sid, graph = recorder.session_id, france_store.explain_graph
     raw = france_store
     assert raw.has_graph(graph)
-    edge_node = vocab.edge_selection_iri(sid, 0)
+    edge_node = stages.edge_selection_iri(sid, 0)
     assert list(raw.quads(edge_node, TG.edge, None, graph))[0].object == CAPITAL
-    assert list(raw.quads(vocab.answer_document_iri(sid), TG.content, None,
+    assert list(raw.quads(stages.answer_document_iri(sid), TG.content, None,
                                       vocab.LIBRARIAN_GRAPH))[0].object.value == "Paris is the capital of France."
-    assert list(raw.quads(vocab.session_iri(sid), TG.model, None, graph))[0].object.value == "offline"
+    assert list(raw.quads(stages.SESSION.iri(sid), TG.model, None, graph))[0].object.value == "offline"
     # nothing of the answer text in the explainability graph
     assert not list(raw.quads(None, TG.content, None, graph))
 
@@ -82,14 +83,14 @@ def test_read_trace_returns_the_whole_trace(france_store: GraphStore) -> None:
                        [(CAPITAL, "names the capital"), (MOTTO, "context"), (CURRENCY, "")],
                        "Paris is the capital of France.")
     sid = recorder.session_id
-    trace = read_trace(france_store, vocab.session_iri(sid).value)
+    trace = read_trace(france_store, stages.SESSION.iri(sid).value)
     assert trace is not None
     assert {k: trace[k] for k in ("session", "question", "model", "collection", "edge_count", "retrieval",
                                   "selection", "answer", "answer_text", "status", "error")} == {
-        "session": vocab.session_iri(sid).value, "question": "What is the capital of France?",
+        "session": stages.SESSION.iri(sid).value, "question": "What is the capital of France?",
         "model": "offline", "collection": "default", "edge_count": 3,
-        "retrieval": vocab.retrieval_iri(sid).value, "selection": vocab.selection_iri(sid).value,
-        "answer": vocab.answer_iri(sid).value, "answer_text": "Paris is the capital of France.",
+        "retrieval": stages.RETRIEVAL.iri(sid).value, "selection": stages.SELECTION.iri(sid).value,
+        "answer": stages.ANSWER.iri(sid).value, "answer_text": "Paris is the capital of France.",
         "status": "answered", "error": None}
     assert trace["time"].endswith("Z")
     capital, motto, currency = trace["edges"]
@@ -103,14 +104,14 @@ def test_read_trace_returns_the_whole_trace(france_store: GraphStore) -> None:
     assert [format_chain(chain) for chain in currency["sources"]] == ['Chunk 1 → Page 5 → "France"']
     assert currency["reasoning"] == ""
     # any IRI of the session finds the same trace
-    assert read_trace(france_store, vocab.edge_selection_iri(sid, 1).value) == trace
-    assert read_trace(france_store, vocab.answer_document_iri(sid).value) == trace
+    assert read_trace(france_store, stages.edge_selection_iri(sid, 1).value) == trace
+    assert read_trace(france_store, stages.answer_document_iri(sid).value) == trace
 
 
 def test_edges_keep_selection_order_past_ten(france_store: GraphStore) -> None:
     edges = [(Triple(ENTITY.france, RELATION.neighbour, ENTITY[f"n{i}"]), f"r{i}") for i in range(12)]
     recorder = _record(france_store, "neighbours", edges, "many")
-    trace = read_trace(france_store, vocab.session_iri(recorder.session_id).value)
+    trace = read_trace(france_store, stages.SESSION.iri(recorder.session_id).value)
     assert [edge["reasoning"] for edge in trace["edges"]] == [f"r{i}" for i in range(12)]
     assert trace["edges"][0]["labels"] == ["France", "neighbour", "n0"]  # unlabelled: local names
 
@@ -122,25 +123,26 @@ def test_read_trace_of_an_unknown_session_is_none(france_store: GraphStore, iri:
 
 
 def test_failed_session_reads_as_failed(france_store: GraphStore) -> None:
-    recorder = ExplainRecorder(france_store, "default", "gpt-test")
-    recorder.session("q")
+    recorder = ExplainRecorder(france_store)
+    recorder.record(SessionStarted("q", "gpt-test", "default"))
     recorder.error("llm-error", "selection: HTTP 500")
-    trace = read_trace(france_store, vocab.session_iri(recorder.session_id).value)
+    trace = read_trace(france_store, stages.SESSION.iri(recorder.session_id).value)
     assert trace["status"] == "failed" and trace["error"] == {"type": "llm-error", "message": "selection: HTTP 500"}
     assert trace["retrieval"] is None and trace["edges"] == [] and trace["answer_text"] is None
 
 
 def test_error_before_the_session_is_written_records_nothing(store: GraphStore) -> None:
-    ExplainRecorder(store, "default", "offline").error("store-error", "disk full")
+    ExplainRecorder(store).error("store-error", "disk full")
     assert store.is_empty()
 
 
 def test_list_sessions_newest_first_with_paging(store: GraphStore) -> None:
     ids = []
     for i in range(5):
-        recorder = ExplainRecorder(store, "default", "offline")
-        store.extend(vocab.session_quads(store.explain_graph, recorder.session_id, f"q{i}",
-                                         Literal(f"2026-01-0{i + 1}T00:00:00Z", datatype=vocab.XSD.dateTime)))
+        recorder = ExplainRecorder(store)
+        started = Literal(f"2026-01-0{i + 1}T00:00:00Z", datatype=vocab.XSD.dateTime)
+        store.extend(stages.SESSION.quads(store.explain_graph, recorder.session_id,
+                                          SessionStarted(f"q{i}", "offline", "default", started=started)))
         ids.append(recorder.session_id)
     _record(store, "answered", [(CAPITAL, "x")], "Paris")  # now: newest
     sessions = list_sessions(store, limit=3)
@@ -150,7 +152,7 @@ def test_list_sessions_newest_first_with_paging(store: GraphStore) -> None:
     assert [s["question"] for s in list_sessions(store, limit=3, offset=3)] == ["q2", "q1", "q0"]
     assert list_sessions(store, limit=3, offset=6) == []
     assert list_sessions(store, limit=0) == []
-    assert sessions[1]["session"] == vocab.session_iri(ids[4]).value
+    assert sessions[1]["session"] == stages.SESSION.iri(ids[4]).value
     assert sessions[1]["time"] == "2026-01-05T00:00:00Z"
 
 
@@ -158,17 +160,17 @@ def test_explain_collection_is_configurable(tmp_path) -> None:
     store = GraphStore(tmp_path / "s", explain_collection="audit")
     recorder = _record(store, "q", [(CAPITAL, "x")], "a")
     assert store.raw.contains_named_graph(NamedNode("urn:trustgraph:graph:audit"))
-    assert read_trace(store, vocab.session_iri(recorder.session_id).value)["answer_text"] == "a"
-    assert read_trace(GraphStore(None), vocab.session_iri(recorder.session_id).value) is None
+    assert read_trace(store, stages.SESSION.iri(recorder.session_id).value)["answer_text"] == "a"
+    assert read_trace(GraphStore(None), stages.SESSION.iri(recorder.session_id).value) is None
 
 
 def test_every_explain_iri_names_its_kind_and_session() -> None:
     sid = "0b7c1f8e-5d2a-4c3b-9e1f-2a6d8c4b7e90"
-    minted = {"session": vocab.session_iri(sid), "retrieval": vocab.retrieval_iri(sid),
-              "selection": vocab.selection_iri(sid), "edge": vocab.edge_selection_iri(sid, 11),
-              "answer": vocab.answer_iri(sid), "answer-document": vocab.answer_document_iri(sid)}
+    minted = {"session": stages.SESSION.iri(sid), "retrieval": stages.RETRIEVAL.iri(sid),
+              "selection": stages.SELECTION.iri(sid), "edge": stages.edge_selection_iri(sid, 11),
+              "answer": stages.ANSWER.iri(sid), "answer-document": stages.answer_document_iri(sid)}
     for kind, iri in minted.items():
-        assert vocab.parse_explain_iri(iri.value) == (kind, sid)
-        assert vocab.session_id_of(iri.value) == sid
+        assert stages.parse_explain_iri(iri.value) == (kind, sid)
+        assert stages.session_id_of(iri.value) == sid
     for other in ("urn:trustgraph:graph:explainability", "https://example.org/session:x", ""):
-        assert vocab.parse_explain_iri(other) is None and vocab.session_id_of(other) is None
+        assert stages.parse_explain_iri(other) is None and stages.session_id_of(other) is None

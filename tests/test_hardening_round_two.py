@@ -16,14 +16,16 @@ import pytest
 import requests
 from live_server import LiveServer, serve
 from production_server import TOKEN, ProductionServer
+from pyoxigraph import NamedNode
 
-from server import vocab
+from server import stages, vocab
+from server.answering import make_graph_rag
 from server.config import Config
 from server.errors import Busy
+from server.explain.recorder import ExplainRecorder
 from server.explain.retention import Retention, prune_sessions
 from server.explain.trace import list_sessions
 from server.http.params import MAX_IRI
-from server.rag.pipeline import make_graph_rag
 from server.store import GraphStore
 
 QUESTION = "What is the capital of France?"
@@ -169,7 +171,7 @@ def record_sessions(store: GraphStore, count: int) -> list[str]:
 
 
 def quads_of(store: GraphStore, session: str) -> list:
-    session_id = vocab.session_id_of(session)
+    session_id = stages.session_id_of(session)
     return [q for q in store.raw if session_id in str(q)]
 
 
@@ -182,6 +184,23 @@ def test_pruning_keeps_the_newest_sessions_and_removes_the_rest_whole(france_sto
     for gone in sessions[:2]:
         assert quads_of(france_store, gone) == []  # trace and answer text
     assert prune_sessions(france_store, Retention(max_sessions=2, max_age_days=0)) == 0
+
+
+def test_pruning_removes_the_nodes_a_stage_lists(france_store: GraphStore) -> None:
+    """A document RAG session's passages and cited spans go with it (every member the declaration names)."""
+    recorder = ExplainRecorder(france_store)
+    chunk = vocab.chunk_iri("fr", 4, 2)
+    for result in (stages.SessionStarted(QUESTION, "offline", "default", "Document RAG query session"),
+                   stages.PassagesRetrieved(["capital"], [(chunk, 1.0, 0.5, 0.03), (chunk, 0.5, 0.4, 0.02)]),
+                   stages.PassagesSelected([1]),
+                   stages.Answered("Paris [1].", "Document RAG answer", "answered", spans=[(1, chunk.value, 0, 5)])):
+        recorder.record(result)
+    session = stages.SESSION.iri(recorder.session_id).value
+    assert {"passage", "span"} <= {stages.parse_explain_iri(q.subject.value)[0] for q in quads_of(france_store, session)
+                                   if isinstance(q.subject, NamedNode) and stages.parse_explain_iri(q.subject.value)}
+    assert prune_sessions(france_store, Retention(max_sessions=0, max_age_days=1),
+                          now=datetime.now(timezone.utc) + timedelta(days=2)) == 1
+    assert quads_of(france_store, session) == []
 
 
 def test_pruning_by_age(france_store: GraphStore) -> None:

@@ -15,7 +15,7 @@ from production_server import ProductionServer, free_port, production_command, p
 from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, parse
 from scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401  (the fixture)
 
-from server import vocab
+from server import stages, vocab
 from server.config import PROJECT_ROOT
 from server.explain.trace import read_trace
 from server.rag.retrieval import edge_id
@@ -231,7 +231,7 @@ def test_documents_and_collections(server: LiveServer) -> None:
     assert chunk.status_code == 200 and chunk.headers["Content-Type"].startswith("text/plain")
     assert chunk.text == "The capital of France is Paris."
     session = ask(server, streaming=False).json()
-    answer = vocab.answer_document_iri(vocab.session_id_of(session["session"])).value
+    answer = stages.answer_document_iri(stages.session_id_of(session["session"])).value
     assert requests.get(server.url + "/api/documents", params={"id": answer}).text == session["answer"]
     assert requests.get(server.url + "/api/documents", params={"id": "urn:nothing"}).status_code == 404
     assert requests.get(server.url + "/api/documents").status_code == 400

@@ -14,6 +14,7 @@ from pyoxigraph import Literal, NamedNode, Triple
 from scripted_llm import Reply, ScriptedLLM
 
 from server import vocab
+from server.answering import make_graph_rag
 from server.config import SAMPLE_DATA, Config
 from server.errors import LLMFailed, UnreadableDocument, UnsupportedDocument
 from server.explain.trace import read_trace
@@ -22,7 +23,6 @@ from server.ingest.documents import Ingester, IngestOptions, document_id
 from server.ingest.load import build_store
 from server.rag.label_index import LabelIndex
 from server.rag.openai_llm import OpenAILLM
-from server.rag.pipeline import make_graph_rag
 from server.store import GraphStore
 from server.vocab import DC, PROV, RDF, RDFS, SKOS, TG
 

@@ -46,7 +46,7 @@ from production_server import TOKEN, ProductionServer
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 from write_ahead_log import wait_for_log, wal_bytes
 
-from server import vocab
+from server import stages, vocab
 from server.explain.trace import list_sessions, read_trace
 from server.ingest.load import build_store
 from server.store import GraphStore
@@ -366,7 +366,7 @@ class Stream(InThread):
 
     def acknowledged(self) -> set[str]:
         """The stages the server said it had written (each message follows its commit)."""
-        return {STAGE_OF[vocab.parse_explain_iri(iri)[0]] for iri in self.explain_ids}
+        return {STAGE_OF[stages.parse_explain_iri(iri)[0]] for iri in self.explain_ids}
 
 
 @dataclass(frozen=True)
@@ -386,7 +386,7 @@ def normalized(quad: Quad, session_id: str) -> tuple[str, str, str]:
 def explain_quads(store: GraphStore) -> list[Quad]:
     """The explainability graph, and the answer texts of the librarian graph."""
     answers = [q for q in store.raw.quads_for_pattern(None, None, None, vocab.LIBRARIAN_GRAPH)
-               if isinstance(q.subject, NamedNode) and vocab.parse_explain_iri(q.subject.value)]
+               if isinstance(q.subject, NamedNode) and stages.parse_explain_iri(q.subject.value)]
     return [*store.raw.quads_for_pattern(None, None, None, store.explain_graph), *answers]
 
 
@@ -395,12 +395,12 @@ def read_traces(path: Path) -> Trace:
     entities: dict[str, set] = {}
     session_ids = set()
     for quad in explain_quads(store):
-        parsed = vocab.parse_explain_iri(quad.subject.value) if isinstance(quad.subject, NamedNode) else None
+        parsed = stages.parse_explain_iri(quad.subject.value) if isinstance(quad.subject, NamedNode) else None
         assert parsed is not None, f"an explainability quad of no session: {quad}"
         session_ids.add(parsed[1])
         entities.setdefault(STAGE_OF[parsed[0]], set()).add(normalized(quad, parsed[1]))
     assert len(session_ids) <= 1, f"quads of several sessions: {session_ids}"
-    trace = read_trace(store, vocab.session_iri(session_ids.pop()).value) if session_ids else None
+    trace = read_trace(store, stages.SESSION.iri(session_ids.pop()).value) if session_ids else None
     return Trace({k: frozenset(v) for k, v in entities.items()}, list_sessions(store), trace)
 
 

@@ -12,6 +12,7 @@ import pytest
 import requests
 from scripted_llm import Reply, ScriptedLLM, count_tokens
 
+from server.answering import make_graph_rag
 from server.cli.display import trace_lines
 from server.config import Config
 from server.explain.trace import read_trace
@@ -19,7 +20,7 @@ from server.rag.choice import estimate_tokens
 from server.rag.llm import LLMCancelled, LLMTimeout, selection_reply_tokens
 from server.rag.llm_slots import EndpointSlots
 from server.rag.openai_llm import OpenAILLM
-from server.rag.pipeline import GraphRag, make_graph_rag
+from server.rag.pipeline import GraphRag
 from server.rag.retrieval import edge_id
 from server.store import GraphStore
 

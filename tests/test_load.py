@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyoxigraph import DefaultGraph, Literal, NamedNode, Quad, RdfFormat, Triple, parse, serialize
 
-from server import vocab
+from server import stages, vocab
 from server.ingest.load import LoadError, build_store, format_of, load_file
 from server.store import GraphStore
 
@@ -200,7 +200,8 @@ def test_build_store_of_a_bad_file_leaves_no_store(tmp_path: Path) -> None:
 
 def test_a_renamed_explain_graph_is_not_a_collection(tmp_path: Path) -> None:
     store = GraphStore(tmp_path / "store", explain_collection="traces")
-    store.extend(vocab.session_quads(store.explain_graph, "s1", "What is the capital of France?"))
+    store.extend(stages.SESSION.quads(store.explain_graph, "s1",
+                                      stages.SessionStarted("What is the capital of France?", "offline", "default")))
     fact = Quad(vocab.ENTITY.france, vocab.RELATION.capital, vocab.ENTITY.paris, vocab.collection_graph("geo"))
     store.extend([fact])
     assert [c["collection"] for c in store.collections()] == ["geo"]

@@ -11,13 +11,14 @@ from production_server import free_port
 from pyoxigraph import NamedNode, Quad, Store, Triple
 from scripted_llm import ScriptedLLM
 
-from server import vocab
+from server import stages, vocab
+from server.answering import make_graph_rag
 from server.config import SAMPLE_DATA, Config
-from server.explain.provenance import format_chain, source_chains
 from server.explain.trace import list_sessions, read_trace
+from server.provenance import format_chain, source_chains
 from server.rag.llm import NO_ANSWER
 from server.rag.messages import GraphRagResponse
-from server.rag.pipeline import GraphRag, make_graph_rag
+from server.rag.pipeline import GraphRag
 from server.rag.retrieval import Retriever, edge_id
 from server.store import GraphStore
 from server.vocab import ENTITY, RELATION
@@ -126,9 +127,9 @@ def test_an_unlabelled_iri_is_named_alike_for_the_llm_and_in_the_trace(france_st
 def test_explain_messages_carry_the_vocab_iris(france_store: GraphStore) -> None:
     messages = list(offline(france_store).run(QUESTION))
     explains = [m for m in messages if m.message_type == "explain"]
-    sid = vocab.session_id_of(explains[0].explain_id)
-    assert [m.explain_id for m in explains] == [vocab.session_iri(sid).value, vocab.retrieval_iri(sid).value,
-                                                vocab.selection_iri(sid).value, vocab.answer_iri(sid).value]
+    sid = stages.session_id_of(explains[0].explain_id)
+    assert [m.explain_id for m in explains] == [stages.SESSION.iri(sid).value, stages.RETRIEVAL.iri(sid).value,
+                                                stages.SELECTION.iri(sid).value, stages.ANSWER.iri(sid).value]
     assert {m.explain_collection for m in explains} == {"explainability"}
     final = messages[-1]
     assert final.to_dict() == {"message_type": "chunk", "response": "", "error": None, "end_of_stream": True,
@@ -292,7 +293,7 @@ def test_failure_in_the_middle_of_the_answer_stream(france_store: GraphStore,
     assert "overloaded" in messages[-1].error["message"]
     trace = read_trace(france_store, session_of(messages))
     assert trace["status"] == "failed" and trace["answer"] is None
-    answer_document = vocab.answer_document_iri(vocab.session_id_of(trace["session"]))
+    answer_document = stages.answer_document_iri(stages.session_id_of(trace["session"]))
     assert not list(france_store.quads(answer_document))
     assert_consistent(france_store)
 

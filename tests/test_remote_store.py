@@ -31,7 +31,7 @@ from server import vocab
 from server.bootstrap import connect_store
 from server.config import Config, ConfigError
 from server.errors import StoreUnavailable
-from server.explain.provenance import source_chains
+from server.provenance import source_chains
 from server.remote_store import EngineEndpoints, RemoteStore
 from server.sparql_templates import RDF12, RDF_STAR
 from server.store import GraphStore

@@ -9,11 +9,12 @@ import json
 import pytest
 from scripted_llm import ScriptedLLM
 
+from server.answering import make_graph_rag
 from server.cli.display import trace_lines
 from server.config import Config
 from server.explain.trace import read_trace
 from server.rag.choice import REPLY_TOKENS, estimate_tokens
-from server.rag.pipeline import GraphRag, make_graph_rag
+from server.rag.pipeline import GraphRag
 from server.rag.retrieval import edge_id
 from server.store import GraphStore
 from server.vocab import ENTITY

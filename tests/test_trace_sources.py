@@ -16,12 +16,13 @@ from live_server import LiveServer, serve
 from pyoxigraph import Literal, Quad, Triple
 from test_cli import GLASSGRAPH, TG_INVOKE, blocks, invoke, run
 
-from server import vocab
+from server import stages, vocab
 from server.cli.display import edge_lines, excerpt
-from server.explain.provenance import format_chain, mention_chains_many, source_chains
 from server.explain.recorder import ExplainRecorder
 from server.explain.trace import read_trace
+from server.provenance import format_chain, mention_chains_many, source_chains
 from server.sparql_templates import template_limit
+from server.stages import Answered, EdgesRetrieved, EdgesSelected, SessionStarted
 from server.store import GraphStore
 from server.vocab import ENTITY, RDFS, RELATION
 
@@ -99,13 +100,14 @@ def fill_atlas(store: GraphStore) -> GraphStore:
 @pytest.fixture
 def session(atlas: GraphStore) -> str:
     """A recorded GraphRAG session that selected the three edges."""
-    recorder = ExplainRecorder(atlas, "default", "offline")
-    recorder.session(QUESTION)
-    recorder.retrieval(3)
-    recorder.selection([(CAPITAL, "names the capital"), (CURRENCY, "the money"), (BORDER, "")])
-    recorder.answer("Paris is the capital of France.")
+    recorder = ExplainRecorder(atlas)
+    selected = [(CAPITAL, "names the capital"), (CURRENCY, "the money"), (BORDER, "")]
+    recorder.record(SessionStarted(QUESTION, "offline", "default"))
+    recorder.record(EdgesRetrieved([(edge, ("", "", "")) for edge, _ in selected]))
+    recorder.record(EdgesSelected(selected))
+    recorder.record(Answered("Paris is the capital of France."))
     atlas.flush()
-    return vocab.session_iri(recorder.session_id).value
+    return stages.SESSION.iri(recorder.session_id).value
 
 
 @pytest.fixture

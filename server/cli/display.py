@@ -75,7 +75,7 @@ def _word_cut(text: str, start: int, end: int, keep: tuple[int, int]) -> tuple[i
 def chain_lines(name: str, chain: list[dict], labels: Sequence[str], show_source: bool) -> list[str]:
     """``Source: <chain>`` (or another ``name``), then with ``show_source`` an excerpt of its chunk's text
     around ``labels`` (the first found)."""
-    from server.explain.provenance import format_chain  # pyoxigraph: loaded once an edge is shown, not on import
+    from server.provenance import format_chain  # pyoxigraph: loaded once an edge is shown, not on import
 
     lines = [f"        {name}: {format_chain(chain)}"]
     texts = [node["text"] for node in chain if node.get("type") == "Chunk" and (node.get("text") or "").strip()]
@@ -139,39 +139,55 @@ def selection_lines(trace: dict, show_source: bool = False) -> list[str]:
 
 
 def trace_lines(trace: dict, show_source: bool = False) -> list[str]:
-    """A whole trace as text (``glassgraph explain``): every block, then the answer."""
-    lines = [f"[session] {trace['session']}", f"    Question: {trace['question']}"]
+    """A whole trace as text (``glassgraph explain``): a block per stage recorded, then the answer."""
+    from server.stages import ANSWER, RETRIEVAL, SELECTION, SESSION  # pyoxigraph: loaded when shown, not on import
+
+    lines = [f"[{SESSION.kind}] {trace[SESSION.kind]}", *_session_block(trace)]
+    graph = trace.get("edge_count") is not None or not trace.get("passages")  # else document RAG's
+    blocks = {RETRIEVAL: _retrieval_block, SELECTION: _selection_block, ANSWER: _answer_block}
+    for stage, block in blocks.items():
+        if trace.get(stage.kind):
+            lines += ["", f"[{stage.kind}] {trace[stage.kind]}", *block(trace, graph, show_source)]
+    if trace.get(ANSWER.kind) and trace.get("answer_text") is not None:
+        lines += ["", trace["answer_text"].rstrip("\n")]
+    return lines
+
+
+def _session_block(trace: dict) -> list[str]:
+    lines = [f"    Question: {trace['question']}"]
     for key, name in (("time", "Time"), ("model", "Model"), ("collection", "Collection"), ("status", "Status")):
         if trace.get(key):
             lines.append(f"    {name}: {trace[key]}")
     if trace.get("error"):
         lines.append(f"    Error: {error_text(trace['error'])}")
-    graph = trace.get("edge_count") is not None or not trace.get("passages")  # else document RAG's
-    if trace.get("retrieval"):
-        lines += ["", f"[retrieval] {trace['retrieval']}"]
-        if graph:
-            lines.append(f"    Retrieved {trace.get('edge_count') or 0} edge(s)")
-            lines += [f"    Seed {line}" for line in trace.get("seed_reasons") or []]
-        lines += passage_lines(trace) if trace.get("passages") else []
-    if trace.get("selection"):
-        lines += ["", f"[selection] {trace['selection']}", *(selection_lines(trace, show_source) if graph else [])]
-        lines += [used_passages_line(trace)] if trace.get("passages") else []
-    if trace.get("answer"):
-        lines += ["", f"[answer] {trace['answer']}"]
-        if trace.get("outcome") == "no-answer":
-            lines.append(no_answer_line(graph))
-        lines += [line for span in trace.get("spans") or [] for line in span_lines(span)]
-        lines += [f"    Unsupported: {one_line(sentence)}" for sentence in trace.get("unsupported") or []]
-        if trace.get("answer_fallback"):
-            lines.append(f"    Answer fallback: {trace['answer_fallback']}")
-        if trace.get("answer_text") is not None:
-            lines += ["", trace["answer_text"].rstrip("\n")]
+    return lines
+
+
+def _retrieval_block(trace: dict, graph: bool, show_source: bool) -> list[str]:
+    lines = []
+    if graph:
+        lines.append(f"    Retrieved {trace.get('edge_count') or 0} edge(s)")
+        lines += [f"    Seed {line}" for line in trace.get("seed_reasons") or []]
+    return lines + (passage_lines(trace) if trace.get("passages") else [])
+
+
+def _selection_block(trace: dict, graph: bool, show_source: bool) -> list[str]:
+    return [*(selection_lines(trace, show_source) if graph else []),
+            *([used_passages_line(trace)] if trace.get("passages") else [])]
+
+
+def _answer_block(trace: dict, graph: bool, show_source: bool) -> list[str]:
+    lines = [no_answer_line(graph)] if trace.get("outcome") == "no-answer" else []
+    lines += [line for span in trace.get("spans") or [] for line in span_lines(span)]
+    lines += [f"    Unsupported: {one_line(sentence)}" for sentence in trace.get("unsupported") or []]
+    if trace.get("answer_fallback"):
+        lines.append(f"    Answer fallback: {trace['answer_fallback']}")
     return lines
 
 
 def passage_lines(trace: dict) -> list[str]:
     """A document RAG retrieval: its query terms and each passage's chain and scores."""
-    from server.explain.provenance import format_chain
+    from server.provenance import format_chain
 
     lines = [f"    Retrieved {len(trace['passages'])} passage(s) for: {', '.join(trace.get('query_terms') or [])}"]
     for passage in trace["passages"]:
@@ -198,7 +214,7 @@ def used_passages_line(trace: dict) -> str:
 def span_lines(span: dict) -> list[str]:
     """``Passage [1]: Chunk 4 (chars 120-388) → Page 2 → "Title"`` (the sentence's characters in its page)
     and the quoted sentence."""
-    from server.explain.provenance import format_chain
+    from server.provenance import format_chain
 
     chain = [dict(node) for node in span["chain"]]
     if chain:
@@ -264,16 +280,18 @@ class StreamDisplay:
             self._answer_open = not text.endswith("\n")
 
     def _explain(self, kind: str, iri: str, triples: list[dict] | None) -> None:
+        from server.stages import ANSWER, RETRIEVAL, SELECTION, SESSION  # pyoxigraph: loaded when shown, not on import
+
         lines = [f"[{kind}] {iri}"]
-        if kind == "session" and triples:
+        if kind == SESSION.kind and triples:
             self._model = StepTriples(triples).value(iri, TG + "model")
-        if kind == "retrieval" and self.edges and triples and StepTriples(triples).value(iri, TG + "edgeCount"):
+        if kind == RETRIEVAL.kind and self.edges and triples and StepTriples(triples).value(iri, TG + "edgeCount"):
             lines.append(f"    Retrieved {StepTriples(triples).value(iri, TG + 'edgeCount')} edge(s)")
-        if kind == "selection" and self.edges:
+        if kind == SELECTION.kind and self.edges:
             lines += self._selection(iri, triples)
-        if self.passages and kind in ("retrieval", "selection", "answer"):
+        if self.passages and kind in (RETRIEVAL.kind, SELECTION.kind, ANSWER.kind):
             lines += self._passage_block(kind, iri)
-        if kind == "answer" and triples:
+        if kind == ANSWER.kind and triples:
             step = StepTriples(triples)
             unsupported = sorted(lexical(o) for o in step.objects.get((iri, TG + "unsupported"), []))
             lines += [f"    Unsupported: {one_line(sentence)}" for sentence in unsupported]
@@ -312,12 +330,14 @@ class StreamDisplay:
         spans, recorded after the selection's event is sent (the answer is written after it), so a lookup made
         for the selection block may or may not find them: the selection block leaves them out and the answer
         block pairs the passages with their marks."""
+        from server.stages import RETRIEVAL, SELECTION  # pyoxigraph: loaded when shown, not on import
+
         trace, unavailable = self._trace(iri)
         if unavailable:
             return unavailable
-        if kind == "retrieval":
+        if kind == RETRIEVAL.kind:
             return passage_lines(trace)
-        if kind == "selection":
+        if kind == SELECTION.kind:
             return [used_passages_line({**trace, "spans": []})]
         spans = trace.get("spans") or []
         return ([used_passages_line(trace)] if spans and trace.get("passages") else []) + [

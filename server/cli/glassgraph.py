@@ -26,6 +26,7 @@ from server.config import Config
 from server.errors import BadRequest, NotFound, StoreFailed, StoreLocked, Unavailable
 from server.explain.trace import MAX_SESSION_OFFSET
 from server.rag.retrieval import RetrievalLimits
+from server.stages import SESSION
 from server.store import GraphStore, store_directory
 from server.store_base import StoreBackend
 
@@ -137,7 +138,7 @@ def _print_json(value: object) -> None:
 
 def _session_iri(text: str) -> str:
     """A session IRI from an explain IRI or a bare session id."""
-    return text if text.startswith(vocab.URN) else vocab.session_iri(text).value
+    return text if text.startswith(vocab.URN) else SESSION.iri(text).value
 
 
 # --- commands -----------------------------------------------------------------------------------
@@ -243,9 +244,9 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     except StoreLocked as exc:  # ask records a trace: it writes
         raise StoreLocked(f"{exc.message}; ask that server instead: tg-invoke-graph-rag -u http://HOST:PORT "
                           "-q QUESTION") from None
+    from server.answering import make_graph_rag
     from server.explain.trace import read_trace
     from server.rag.passage_index import make_passage_index
-    from server.rag.pipeline import make_graph_rag
     from server.rag.providers import llm_ready
 
     passages = make_passage_index(store, config) if limits.passages else None
@@ -276,7 +277,7 @@ def cmd_sessions(args: argparse.Namespace, config: Config) -> int:
     if args.format == "json":
         _print_json(sessions)
     elif sessions:
-        print(_table(("SESSION", "TIME", "QUESTION"), [(s["session"], s["time"], s["question"]) for s in sessions]))
+        print(_table(("SESSION", "TIME", "QUESTION"), [(s[SESSION.kind], s["time"], s["question"]) for s in sessions]))
     else:
         print("no sessions yet (ask a question: glassgraph ask -q ...)", file=sys.stderr)
     return EXIT_OK
@@ -475,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="with --prune: delete sessions older than this many days (0: any age)")
 
     explain = _command(sub, "explain", cmd_explain, "show the whole trace of a session, with source chains",
-                       "glassgraph explain urn:trustgraph:session:6f1c...  (or just the id after 'session:')")
+                       f"glassgraph explain {SESSION.iri('6f1c...').value}  (or just the id after '{SESSION.infix}')")
     explain.add_argument("session", help="session IRI (any explain IRI of the session works) or session id")
     explain.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     add_show_source(explain)

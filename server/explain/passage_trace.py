@@ -6,7 +6,8 @@ from __future__ import annotations
 from pyoxigraph import NamedNode
 
 from server import vocab
-from server.explain.provenance import Chain, chunk_chains_many
+from server.provenance import Chain, chunk_chains_many
+from server.stages import SELECTION, session_id_of
 from server.store_base import StoreBackend
 
 
@@ -20,10 +21,10 @@ def read_passages(store: StoreBackend, retrieval: NamedNode, answer: NamedNode |
     """
     graph = store.explain_graph
     terms = sorted(q.object.value for q in store.quads(retrieval, vocab.TG.queryTerm, graph=graph))
-    selection = vocab.selection_iri(vocab.parse_explain_iri(retrieval.value)[1])
+    selection = SELECTION.iri(session_id_of(retrieval.value))
     unmentioned = sorted(q.object.value for q in store.quads(selection, vocab.TG.unmentionedName, graph=graph))
-    rows = store.select("explain_passages", values={"retrieval": [retrieval]}, default_graph=graph)
-    span_rows = (store.select("explain_spans", values={"answer": [answer]}, default_graph=graph)
+    rows = store.select("explain_passages", values={"entity": [retrieval]}, default_graph=graph)
+    span_rows = (store.select("explain_spans", values={"entity": [answer]}, default_graph=graph)
                  if answer is not None else [])
     span_rows.sort(key=lambda row: int(row["span"].value.rsplit(":", 1)[1]))
     chains = chunk_chains_many(store, [row["chunk"] for row in rows + span_rows], collection)

@@ -1,8 +1,8 @@
 """How long GraphRAG traces are kept: at most ``GLASSGRAPH_TRACE_MAX_SESSIONS`` sessions, none older than
 ``GLASSGRAPH_TRACE_MAX_AGE_DAYS`` (0: no bound). Anonymous questions write traces, so the server prunes
 on its own (``AutoPrune``, at most once a ``PRUNE_INTERVAL_S``); ``glassgraph sessions --prune`` does
-the same on demand. A pruned session loses its whole trace and its answer text
-(``sparql/explain_delete_sessions.ru``).
+the same on demand. A pruned session loses its whole trace (each stage's entity and the nodes it lists) and its
+answer text (``sparql/explain_delete_sessions.ru``).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 from pyoxigraph import NamedNode
 
+from server.stages import SESSION
 from server.store_base import StoreBackend
 
 BATCH = 200  # sessions deleted per update
@@ -37,7 +38,7 @@ def expired_sessions(store: StoreBackend, retention: Retention, now: datetime | 
     for position, row in enumerate(rows):
         too_many = 0 < retention.max_sessions <= position
         if too_many or (retention.max_age_days > 0 and _started(row["time"].value) < cutoff):
-            expired.append(row["session"])
+            expired.append(row[SESSION.kind])
     return expired
 
 
@@ -48,7 +49,7 @@ def prune_sessions(store: StoreBackend, retention: Retention, now: datetime | No
     expired = expired_sessions(store, retention, now)
     for start in range(0, len(expired), BATCH):
         rows = [(session, store.explain_graph) for session in expired[start:start + BATCH]]
-        store.update("explain_delete_sessions", {("session", "eg"): rows})
+        store.update("explain_delete_sessions", {(SESSION.kind, "eg"): rows})
     return len(expired)
 
 

@@ -8,9 +8,10 @@ from pyoxigraph import Literal, NamedNode, Quad, Triple
 from server import vocab
 from server.errors import ErrorType
 from server.explain.passage_trace import read_passages
-from server.explain.provenance import mention_chains_many, source_chains_many
 from server.labels import store_labels, term_name
+from server.provenance import mention_chains_many, source_chains_many
 from server.sparql_templates import Term, render_term
+from server.stages import ANSWER, RETRIEVAL, SELECTION, SESSION, STAGES, answer_document_iri, session_id_of
 from server.store_base import StoreBackend
 
 
@@ -18,15 +19,14 @@ def trace_quads(store: StoreBackend, trace: dict) -> list[Quad]:
     """Every explainability triple of a trace from :func:`read_trace`, plus the answer text from the
     librarian."""
     graph = store.explain_graph
-    subjects = [trace[k] for k in ("session", "retrieval", "selection", "answer") if trace.get(k)]
-    for key, link in (("selection", vocab.TG.selectedEdge), ("retrieval", vocab.TG.retrievedPassage),
-                      ("answer", vocab.TG.citedSpan)):  # the nodes an entity lists: edges, passages, spans
-        if trace.get(key):
-            subjects += [q.object.value for q in store.quads(NamedNode(trace[key]), link, graph=graph)]
+    subjects = [trace[stage.kind] for stage in STAGES if trace.get(stage.kind)]
+    for stage in STAGES:  # the nodes an entity lists: edges, passages, spans
+        for link in stage.members if trace.get(stage.kind) else ():
+            subjects += [q.object.value for q in store.quads(NamedNode(trace[stage.kind]), link, graph=graph)]
     quads = [q for s in subjects for q in store.quads(NamedNode(s), graph=graph)]
-    session_id = vocab.session_id_of(trace["session"])
+    session_id = session_id_of(trace[SESSION.kind])
     if session_id:
-        quads += store.quads(vocab.answer_document_iri(session_id), graph=vocab.LIBRARIAN_GRAPH)
+        quads += store.quads(answer_document_iri(session_id), graph=vocab.LIBRARIAN_GRAPH)
     return quads
 
 
@@ -38,36 +38,30 @@ def read_trace(store: StoreBackend, session_iri: str) -> dict | None:
     session = _session_node(session_iri)
     if session is None:
         return None
-    rows = store.select("explain_session", values={"session": [session]}, default_graph=store.explain_graph)
+    rows = store.select("explain_session", values={SESSION.kind: [session]}, default_graph=store.explain_graph)
     if not rows:
         return None
     head = rows[0]
-    collection = _value(head.get("collection"))
     error = None
     if "error" in head or "errorType" in head:
         error = {"type": _value(head.get("errorType")) or "error", "message": _value(head.get("error")) or ""}
-    edges = _edges(store, head["selection"], collection) if "selection" in head else []
+    trace: dict = {}
+    for stage in STAGES:  # each stage's entity, then what the reader reads of it
+        trace[stage.kind] = session.value if stage is SESSION else _value(head.get(stage.kind))
+        trace.update({column.key: _column(head.get(column.variable)) for column in stage.columns if column.key})
+    collection = trace["collection"]
+    retrieval, selection, answer = (head.get(stage.kind) for stage in (RETRIEVAL, SELECTION, ANSWER))
     return {
-        "session": session.value,
-        "question": head["question"].value,
-        "time": _value(head.get("time")),
-        "model": _value(head.get("model")),
-        "collection": collection,
-        "edge_count": int(head["edgeCount"].value) if "edgeCount" in head else None,
-        "retrieval": _value(head.get("retrieval")),
-        "selection": _value(head.get("selection")),
-        "answer": _value(head.get("answer")),
-        "answer_text": _value(head.get("answerText")),
-        "outcome": _value(head.get("outcome")),
-        "selection_details": _selection_details(store, head["selection"]) if "selection" in head else None,
-        **_answer_check(store, head["answer"] if "answer" in head else None),
-        "seed_reasons": sorted((q.object.value for q in store.quads(head["retrieval"], vocab.TG.seedReason,
+        **trace,
+        "selection_details": _selection_details(store, selection) if selection else None,
+        **_answer_check(store, answer),
+        "seed_reasons": sorted((q.object.value for q in store.quads(retrieval, vocab.TG.seedReason,
                                                                     graph=store.explain_graph)),
-                               key=lambda line: int(line.split(".", 1)[0])) if "retrieval" in head else [],
+                               key=lambda line: int(line.split(".", 1)[0])) if retrieval else [],
         "status": _status(head),
         "error": error,
-        "edges": edges,
-        **(read_passages(store, head["retrieval"], head.get("answer"), collection) if "retrieval" in head
+        "edges": _edges(store, selection, collection) if selection else [],
+        **(read_passages(store, retrieval, answer, collection) if retrieval
            else {"query_terms": [], "passages": [], "spans": [], "unmentioned": []}),
     }
 
@@ -79,26 +73,26 @@ def list_sessions(store: StoreBackend, limit: int = 20, offset: int = 0) -> list
     """Sessions newest first: ``{"session", "question", "time", "model", "collection", "status"}``."""
     solutions = store.query("explain_sessions", default_graph=store.explain_graph)
     start = max(offset, 0)
-    page = [(row["session"], row["time"]) for row in islice(solutions, start, start + max(limit, 0))]
+    page = [(row[SESSION.kind], row["time"]) for row in islice(solutions, start, start + max(limit, 0))]
     if not page:
         return []
-    details = {row["session"]: row for row in store.select("explain_session_details", values={
-        "session": [session for session, _ in page]}, default_graph=store.explain_graph)}
+    details = {row[SESSION.kind]: row for row in store.select("explain_session_details", values={
+        SESSION.kind: [session for session, _ in page]}, default_graph=store.explain_graph)}
     result = []
     for session, time in page:
         row = details.get(session, {})
-        result.append({"session": session.value, "question": _value(row.get("question")), "time": time.value,
+        result.append({SESSION.kind: session.value, "question": _value(row.get("question")), "time": time.value,
                        "model": _value(row.get("model")), "collection": _value(row.get("collection")),
                        "status": _status(row)})
     return result
 
 
 def _session_node(iri: str) -> NamedNode | None:
-    session_id = vocab.session_id_of(iri)
+    session_id = session_id_of(iri)
     if session_id is None:
         return None
     try:
-        return vocab.session_iri(session_id)
+        return SESSION.iri(session_id)
     except ValueError:  # not a valid IRI
         return None
 
@@ -106,7 +100,7 @@ def _session_node(iri: str) -> NamedNode | None:
 def _status(row: dict) -> str:
     """``answered``, ``no-answer`` (the graph does not answer the question), ``cancelled`` (its client left),
     ``failed`` or ``incomplete``."""
-    if "answer" in row:
+    if STAGES[-1].kind in row:
         return "no-answer" if _value(row.get("outcome")) == "no-answer" else "answered"
     if "errorType" in row:
         return "cancelled" if _value(row["errorType"]) == ErrorType.CANCELLED.wire_name else "failed"
@@ -117,10 +111,17 @@ def _value(term: NamedNode | Literal | None) -> str | None:
     return None if term is None else term.value
 
 
+def _column(term: NamedNode | Literal | None) -> str | int | None:
+    """A column's value: an integer literal as an int."""
+    if isinstance(term, Literal) and term.datatype == vocab.XSD.integer:
+        return int(term.value)
+    return _value(term)
+
+
 def _edges(store: StoreBackend, selection: NamedNode, collection: str | None) -> list[dict]:
     """The selected edges in selection order, with labels, reasoning, source chains and the chains of the
     chunks that mention their subject or object."""
-    rows = store.select("explain_edges", values={"selection": [selection]}, default_graph=store.explain_graph)
+    rows = store.select("explain_edges", values={"entity": [selection]}, default_graph=store.explain_graph)
     rows.sort(key=lambda row: _index(row["node"].value))
     triples: list[Triple] = [row["edge"] for row in rows]
     graph = vocab.collection_graph(collection) if collection else None
@@ -156,11 +157,11 @@ def _answer_check(store: StoreBackend, answer: NamedNode | None) -> dict:
 
 
 def _selection_details(store: StoreBackend, selection: NamedNode) -> dict:
-    """How the selection was made (``server.explain.recorder.selection_facts``), as plain values."""
-    [row] = store.select("explain_selection", values={"selection": [selection]}, default_graph=store.explain_graph)
+    """How the selection was made (``server.rag.choice.selection_facts``), as plain values."""
+    [row] = store.select("explain_selection", values={"entity": [selection]}, default_graph=store.explain_graph)
     details = {name: int(term.value) if term.value.isdigit() else term.value for name, term in row.items()
-               if name != "selection"}
-    rows = store.select("explain_selection_batches", values={"selection": [selection]},
+               if name != "entity"}
+    rows = store.select("explain_selection_batches", values={"entity": [selection]},
                         default_graph=store.explain_graph)
     batches = sorted((r["batch"].value for r in rows if "batch" in r), key=_batch_number)
     unoffered = sorted(render_term(r["unoffered"]) for r in rows if "unoffered" in r)

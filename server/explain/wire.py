@@ -15,7 +15,8 @@ from pyoxigraph import BlankNode, DefaultGraph, Literal, NamedNode, Quad, Triple
 from server import vocab
 from server.explain.trace import trace_quads
 from server.labels import local_name, store_labels
-from server.store import GraphStore
+from server.stages import EdgesRetrieved, EdgesSelected, StageResult
+from server.store_base import StoreBackend
 from server.vocab import Term
 
 
@@ -76,11 +77,23 @@ def label_quads(edges: Iterable[tuple[Triple, tuple[str, str, str]]], collection
     return [Quad(term, vocab.RDFS.label, Literal(label), graph) for term, label in seen.items()]
 
 
+def step_quads(store: StoreBackend, result: StageResult, collection: str) -> list[Quad]:
+    """What a client needs beside a step's recorded triples to show it: the labels of its edges' terms and, for
+    the selected edges, their source chains."""
+    if isinstance(result, EdgesRetrieved):
+        return label_quads(result.edges, collection)
+    if isinstance(result, EdgesSelected):
+        chosen = [edge[0] for edge in result.edges]
+        labels = label_quads(zip(chosen, result.labels, strict=True), collection)
+        return labels + source_quads(store, chosen, collection)
+    return []
+
+
 _NODE_FACTS = (("label", vocab.RDFS.label), ("title", vocab.DC.title), ("offset", vocab.TG.charOffset),
                ("length", vocab.TG.charLength))
 
 
-def source_quads(store: GraphStore, edges: list[Triple], collection: str) -> list[Quad]:
+def source_quads(store: StoreBackend, edges: list[Triple], collection: str) -> list[Quad]:
     """The source chains of ``edges`` as quads of the collection's source graph (``sparql/prov_sources.rq``):
     ``sg tg:contains <<edge>>`` (a reifier read as the triple term), ``prov:wasDerivedFrom`` links from the
     subgraph up to the document, and each node's type, label, title and span; the librarian's titles in the
@@ -114,7 +127,7 @@ def source_quads(store: GraphStore, edges: list[Triple], collection: str) -> lis
     return list(quads)
 
 
-def trace_graph_quads(store: GraphStore, trace: dict) -> list[Quad]:
+def trace_graph_quads(store: StoreBackend, trace: dict) -> list[Quad]:
     """What the stream sent for a recorded trace (``read_trace``'s), read back for the trace page's graph: the
     trace's own quads (retrieved and selected edges), the labels of their terms and the selected edges'
     source chains."""

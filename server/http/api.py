@@ -30,6 +30,7 @@ from server.rag.messages import GraphRagResponse
 from server.rag.retrieval import RetrievalLimits
 from server.rag.staged_run import StagedRun
 from server.runtime import Runtime
+from server.stages import SESSION
 
 Limits = RetrievalLimits | PassageLimits
 
@@ -220,8 +221,8 @@ def _collect(messages: Iterator[GraphRagResponse]) -> dict:
             pieces.append(message.response)
         if message.error:
             error = message.error
-    session = next((m.explain_id for m in explains if m.explain_kind == "session"), None)
-    return {"answer": "".join(pieces), "outcome": outcome, "session": session,
+    session = next((m.explain_id for m in explains if m.explain_kind == SESSION.kind), None)
+    return {"answer": "".join(pieces), "outcome": outcome, SESSION.kind: session,
             "explain_ids": [m.explain_id for m in explains],
             "explain_kinds": [m.explain_kind for m in explains],
             "explain_collection": collection, "error": error}

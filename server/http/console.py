@@ -14,7 +14,6 @@ from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse
 
 from server import vocab
 from server.errors import BadRequest, NotFound
-from server.explain.provenance import chunk_span, node_name, source_chains_many
 from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, trace_quads
 from server.explain.wire import quad_wire, trace_graph_quads
 from server.http.context import current_config, current_store
@@ -22,9 +21,11 @@ from server.http.descriptions import current_collections, kept_until_written
 from server.http.linked_data import linked_data_response
 from server.http.params import bounded_iri_text, iri_parameter
 from server.labels import store_labels
+from server.provenance import chunk_span, node_name, source_chains_many
 from server.rag.document_rag import PassageLimits
 from server.rag.retrieval import RetrievalLimits
 from server.sparql_templates import template_limit
+from server.stages import RETRIEVAL, SESSION, console_steps, parse_explain_iri
 from server.store_base import StoreBackend
 from server.void import VOID_PATH, GraphRole
 
@@ -120,8 +121,8 @@ def _trace_view(trace: dict, store: StoreBackend) -> dict:
 def _asked_documents(store: StoreBackend, trace: dict) -> bool:
     """Whether the session asked the documents (its retrieval counts passages, not edges) rather than the graph
     (with or without passages beside its edges)."""
-    return trace.get("retrieval") is not None and trace.get("edge_count") is None and next(store.quads(
-        NamedNode(trace["retrieval"]), vocab.TG.passageCount, graph=store.explain_graph), None) is not None
+    return trace.get(RETRIEVAL.kind) is not None and trace.get("edge_count") is None and next(store.quads(
+        NamedNode(trace[RETRIEVAL.kind]), vocab.TG.passageCount, graph=store.explain_graph), None) is not None
 
 
 def _mentioned_only(edge: dict) -> list[list[dict]]:
@@ -185,7 +186,7 @@ def ask() -> str:
                            collections=collections,
                            collection=asked if asked in collections else config.default_collection,
                            documents=request.args.get("mode") == "documents", limits=RetrievalLimits(),
-                           passages=PassageLimits())
+                           passages=PassageLimits(), explain_stages=console_steps())
 
 
 @blueprint.get("/console/trace")
@@ -195,7 +196,7 @@ def trace() -> Response:
     view = _trace_or_404(request.args.get("id"))
     return linked_data_response(trace_quads(current_store(), view), lambda: render_template(
         "trace.html", trace=view, graph_triples=[quad_wire(q) for q in trace_graph_quads(current_store(), view)]),
-        f"no GraphRAG session {view['session']}")
+        f"no GraphRAG session {view[SESSION.kind]}")
 
 
 @blueprint.get("/console/sessions")
@@ -261,9 +262,11 @@ def resource_html(node: NamedNode) -> str | tuple[str, int]:
     for direction in groups.values():
         for group in direction.values():
             group["predicates"] = list(group["predicates"].values())
+    explained = parse_explain_iri(node.value)
     page = render_template("resource.html", iri=node.value, label=labels.get(node), limit=EDGE_LIMIT,
                            open_max=PREDICATE_OPEN_MAX,
-                           explain_kind=vocab.explain_kind(node.value), has_text=store.librarian_text(node) is not None,
+                           is_session=explained is not None and explained[0] == SESSION.kind,
+                           has_text=store.librarian_text(node) is not None,
                            source_kind=next((name for kind, name in vocab.SOURCE_KINDS.items()
                                              if next(store.quads(node, vocab.RDF.type, kind), None) is not None), None),
                            outgoing=list(groups["o"].values()), incoming=list(groups["s"].values()),

@@ -30,13 +30,16 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from pyoxigraph import Literal, NamedNode, Triple
 
 from server.rag import chains
 from server.rag.llm import LLM, MAX_SELECTED_EDGES, ContextTooLong, Edge, LLMError, LLMTimeout, render_prompt
 from server.rag.relations import Aliases
 from server.rag.selection import parse_selection
+from server.vocab import TG, XSD, Term
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,26 @@ class Choice:
     @property
     def outcome(self) -> str:
         return "answered" if self.edges else "no-answer"
+
+
+def selection_facts(choice: Choice, edges: Mapping[str, Triple] | None = None) -> list[tuple[NamedNode, Term]]:
+    """What a selection records about itself: ``tg:selectionMethod`` ("model", "fallback" or
+    "deterministic"), ``tg:fallbackReason``, ``tg:cutEdges`` (relevant edges left out; 0: complete), and what
+    the model saw: ``tg:promptEdges``, ``tg:promptBatches``, ``tg:trimmedEdges``, ``tg:promptTokens`` (counted
+    or estimated), ``tg:contextTokens`` (configured), ``tg:selectionBatch`` (what became of each batch,
+    "N: ..."), ``tg:unofferedEdges`` and, with ``edges`` (edge id -> triple), each ``tg:unofferedEdge``;
+    ``tg:llmQueueMs``, the wait for the endpoint."""
+    facts: list[tuple[NamedNode, Term]] = [(TG.selectionMethod, Literal(choice.method))]
+    if choice.fallback_reason:
+        facts.append((TG.fallbackReason, Literal(choice.fallback_reason)))
+    counts = {TG.cutEdges: choice.cut, TG.promptEdges: choice.shown, TG.promptBatches: choice.batches,
+              TG.trimmedEdges: choice.trimmed, TG.promptTokens: choice.prompt_tokens,
+              TG.contextTokens: choice.context_tokens, TG.unofferedEdges: len(choice.unoffered),
+              TG.llmQueueMs: round(choice.queued_s * 1000)}
+    facts += [(name, Literal(str(value), datatype=XSD.integer)) for name, value in counts.items() if value is not None]
+    facts += [(TG.selectionBatch, Literal(entry)) for entry in choice.batch_log]
+    facts += [(TG.unofferedEdge, edges[edge_id]) for edge_id in choice.unoffered if edges and edge_id in edges]
+    return facts
 
 
 def estimate_tokens(text: str) -> int:

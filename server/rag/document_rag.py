@@ -11,13 +11,12 @@ cited sentence is recorded as a span of its chunk (``tg:citedSpan``).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
 from pyoxigraph import Literal, NamedNode
 
-from server.explain.recorder import ExplainRecorder
 from server.rag.citations import citations, unsupported_sentences
 from server.rag.llm import LLM, passages_that_fit, render_prompt
 from server.rag.messages import GraphRagResponse
@@ -30,7 +29,17 @@ from server.rag.passage_answer import (
     used_passages,
 )
 from server.rag.passage_index import CANDIDATES, Passage, PassageIndex, query_terms
-from server.rag.staged_run import Progress, StagedRun
+from server.rag.staged_run import Progress, StagedRun, StageSink
+from server.stages import (
+    ANSWER,
+    RETRIEVAL,
+    SELECTION,
+    Answered,
+    PassagesRetrieved,
+    PassagesSelected,
+    SessionStarted,
+    StageResult,
+)
 from server.store_base import StoreBackend
 from server.vocab import TG
 
@@ -62,33 +71,29 @@ class DocumentRag(StagedRun):
 
     session_label = "Document RAG query session"
 
-    def __init__(self, store: StoreBackend, index: PassageIndex, llm: LLM, check_answers: bool = True) -> None:
-        super().__init__(store, llm)
+    def __init__(self, store: StoreBackend, index: PassageIndex, llm: LLM, check_answers: bool = True, *,
+                 sinks: Callable[[StoreBackend], StageSink] | None) -> None:
+        super().__init__(store, llm, sinks)
         self.index = index
         self.check_answers = check_answers
 
     def _stages(self, question: str, collection: str, limits: PassageLimits | None,
-                recorder: ExplainRecorder | None, progress: Progress) -> Iterator[GraphRagResponse]:
-        if recorder:
-            yield self._explain(recorder.session(question), recorder.written)
-        progress.stage = "retrieval"
+                progress: Progress) -> Iterator[GraphRagResponse | StageResult]:
+        yield SessionStarted(question, self.llm.model, collection, self.session_label)
+        progress.stage = RETRIEVAL.kind
         passages = self.index.search(collection, question, (limits or PassageLimits()).passages)
-        if recorder:
-            iri = recorder.passages(query_terms(question), [(NamedNode(p.chunk), p.lexical, p.semantic, p.fused)
-                                                            for p in passages])
-            yield self._explain(iri, recorder.written)
-        progress.stage = "selection"
+        yield PassagesRetrieved(query_terms(question), [(NamedNode(p.chunk), p.lexical, p.semantic, p.fused)
+                                                        for p in passages])
+        progress.stage = SELECTION.kind
         deterministic = getattr(self.llm, "deterministic", False)
         sentences, unmentioned = answering_sentences(question, collection, passages, self.index)
         used = (used_passages(sentences) if deterministic
                 else list(range(passages_that_fit(self.llm, [p.text for p in passages]))))
         if not sentences:  # nothing close enough: the model is not asked either
             used = []
-        if recorder:
-            method = "extractive" if deterministic else "model"
-            iri = recorder.passage_selection([rank + 1 for rank in used], [
-                (TG.selectionMethod, Literal(method)), *((TG.unmentionedName, Literal(name)) for name in unmentioned)])
-            yield self._explain(iri, recorder.written)
+        method = "extractive" if deterministic else "model"
+        yield PassagesSelected([rank + 1 for rank in used], [
+            (TG.selectionMethod, Literal(method)), *((TG.unmentionedName, Literal(name)) for name in unmentioned)])
         progress.stage = "synthesis"
         chosen = [passages[rank] for rank in used]
         chunks = [p.chunk for p in passages]
@@ -102,12 +107,9 @@ class DocumentRag(StagedRun):
             answer = self._model_answer(question, chosen, fallback)
         yield GraphRagResponse("chunk", response=answer.text)
         outcome = "answered" if chosen else "no-answer"
-        progress.stage = "answer"
-        if recorder:
-            iri = recorder.passage_answer(answer.text, outcome, answer.spans, answer.unsupported,
-                                          answer.fallback_reason)
-            progress.stage = "done"
-            yield self._explain(iri, recorder.written)
+        progress.stage = ANSWER.kind
+        yield Answered(answer.text, "Document RAG answer", outcome, spans=answer.spans,
+                       unsupported=answer.unsupported, fallback_reason=answer.fallback_reason)
         progress.outcome = outcome
 
     def _model_answer(self, question: str, chosen: list[Passage], extractive: _Answer) -> _Answer:

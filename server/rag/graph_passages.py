@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pyoxigraph import Triple
 
-from server.explain.provenance import source_chains_many
+from server.provenance import source_chains_many
 from server.rag.llm import LLM, PROMPT_CHARS_PER_TOKEN, passages_that_fit
 from server.rag.passage_answer import Span, answering_sentences, extractive_passage_answer, used_passages
 from server.rag.passage_index import Passage, PassageIndex

@@ -15,7 +15,7 @@ class GraphRagResponse:
     end_of_session: bool = False
     explain_id: str | None = None
     explain_collection: str | None = None
-    explain_kind: str | None = None  # "session" | "retrieval" | "selection" | "answer": clients need not parse IRIs
+    explain_kind: str | None = None  # the stage's kind (server/stages.py): clients need not parse IRIs
     outcome: str | None = None  # on the final message: "answered" or "no-answer" (the graph does not answer it)
     explain_triples: list[dict] | None = None  # explain messages: the step's triples (server/explain/wire.py)
 

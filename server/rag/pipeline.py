@@ -1,4 +1,5 @@
-"""The GraphRAG pipeline: a generator of messages, recording its explainability as it goes.
+"""The GraphRAG pipeline: a generator of messages and of its stages' results, which the sink it is given records
+as it goes (``server.rag.staged_run``).
 
 Order (docs/architecture.md, 'The GraphRAG pipeline'): explain(session), explain(retrieval), explain(selection), answer
 chunks, explain(answer), final chunk (``end_of_stream`` and ``end_of_session``). A failure ends the
@@ -14,26 +15,32 @@ carries the outcome.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pyoxigraph import NamedNode, Triple
 
-from server.config import Config
 from server.errors import EmbeddingsFailed, LLMFailed
-from server.explain import wire
-from server.explain.recorder import ExplainRecorder, selection_facts
-from server.rag.choice import Choice, choose_edges
-from server.rag.citations import unsupported_sentences
+from server.rag.choice import Choice, choose_edges, selection_facts
+from server.rag.citations import citations, unsupported_sentences
 from server.rag.graph_passages import ContextPassage, model_context, offline_context, stating_passages
 from server.rag.llm import LLM, NO_ANSWER, render_prompt
 from server.rag.messages import GraphRagResponse
 from server.rag.offline import extractive_answer
 from server.rag.passage_answer import Span, cited_spans
 from server.rag.passage_index import Passage, PassageIndex, query_terms
-from server.rag.providers import make_llm
 from server.rag.retrieval import RetrievalLimits, Retriever
-from server.rag.staged_run import Progress, StagedRun
+from server.rag.staged_run import Progress, StagedRun, StageSink
+from server.stages import (
+    ANSWER,
+    RETRIEVAL,
+    SELECTION,
+    Answered,
+    EdgesRetrieved,
+    EdgesSelected,
+    SessionStarted,
+    StageResult,
+)
 from server.store import GraphStore
 
 
@@ -41,41 +48,33 @@ class GraphRag(StagedRun):
     """Retrieve -> select -> synthesize, over one store with one LLM."""
 
     def __init__(self, store: GraphStore, retriever: Retriever, llm: LLM, check_answers: bool = True,
-                 passages: PassageIndex | None = None) -> None:
-        super().__init__(store, llm)
+                 passages: PassageIndex | None = None, *, sinks: Callable[[GraphStore], StageSink] | None) -> None:
+        super().__init__(store, llm, sinks)
         self.retriever = retriever
         self.check_answers = check_answers  # a model's unsupported answer gives way to the deterministic one
         self.passages = passages  # for graph + passages (None: the embeddings setting cannot work)
         self.passages_error = "no passage index"  # why there is none
 
     def _stages(self, question: str, collection: str, limits: RetrievalLimits | None,
-                recorder: ExplainRecorder | None, progress: Progress) -> Iterator[GraphRagResponse]:
-        """Session, retrieval, selection, synthesis and answer, each stage's messages as it runs;
-        ``progress.stage`` names the stage in hand."""
-        if recorder:
-            yield self._explain(recorder.session(question), recorder.written)
-        progress.stage = "retrieval"
+                progress: Progress) -> Iterator[GraphRagResponse | StageResult]:
+        """Session, retrieval, selection, synthesis and answer: each stage's result and the answer's messages as it
+        runs; ``progress.stage`` names the stage in hand."""
+        yield SessionStarted(question, self.llm.model, collection, self.session_label)
+        progress.stage = RETRIEVAL.kind
         graph = self.retriever.get_labelgraph(question, collection, limits)
         triples = {edge_id: Triple(*terms) for edge_id, terms in graph.uri_map.items()}
         labeled = dict(zip(graph.edge_ids, graph.labeled_edges, strict=True))
         retrieved = self._retrieved_passages(question, collection, limits)
-        if recorder:
-            iri = recorder.retrieval(len(graph.uri_map), triples.values(), graph.seeds, graph.seed_reasons,
-                                     query_terms(question) if retrieved else (),
-                                     [(NamedNode(p.chunk), p.lexical, p.semantic, p.fused) for p in retrieved])
-            yield self._explain(iri, recorder.written + wire.label_quads(
-                ((triples[edge_id], labeled[edge_id]) for edge_id in graph.edge_ids), collection))
-        progress.stage = "selection"
+        yield EdgesRetrieved([(triples[edge_id], labeled[edge_id]) for edge_id in graph.edge_ids], graph.seeds,
+                             graph.seed_reasons, query_terms(question) if retrieved else [],
+                             [(NamedNode(p.chunk), p.lexical, p.semantic, p.fused) for p in retrieved])
+        progress.stage = SELECTION.kind
         choice = choose_edges(self.llm, question, labeled, graph.relation_aliases)
         chosen = [triples[edge_id] for edge_id, _, _ in choice.edges]
         selected = [labeled[edge_id] for edge_id, _, _ in choice.edges]
         context, offline = self._context(question, collection, chosen, retrieved, limits)
-        if recorder:
-            iri = recorder.selection([(triples[edge_id], reasoning, by) for edge_id, reasoning, by in choice.edges],
-                                     selection_facts(choice, triples), [p.rank for p in context if p.rank])
-            labels = wire.label_quads(((triples[edge_id], labeled[edge_id]) for edge_id, _, _ in choice.edges),
-                                      collection)
-            yield self._explain(iri, recorder.written + labels + wire.source_quads(self.store, chosen, collection))
+        yield EdgesSelected([(triples[edge_id], reasoning, by) for edge_id, reasoning, by in choice.edges], selected,
+                            selection_facts(choice, triples), [p.rank for p in context if p.rank])
         progress.stage = "synthesis"
         pieces = []
         answer, spans = ([offline[0]], offline[1]) if offline else self._answer(question, selected, context)
@@ -91,15 +90,14 @@ class GraphRag(StagedRun):
                 yield GraphRagResponse("chunk", response=piece)
         if not "".join(pieces).strip():
             raise LLMFailed("the LLM returned an empty answer")
-        spans = spans if spans is not None else cited_spans("".join(pieces), [(p.chunk, p.text) for p in context],
+        text = "".join(pieces)
+        spans = spans if spans is not None else cited_spans(text, [(p.chunk, p.text) for p in context],
                                                             len(selected) + 1)
         outcome = "answered" if spans else choice.outcome
-        progress.stage = "answer"
-        if recorder:
-            answer_iri = recorder.answer("".join(pieces), outcome, len(choice.edges), check.unsupported,
-                                         check.fallback_reason, len(context), spans)
-            progress.stage = "done"
-            yield self._explain(answer_iri, recorder.written)
+        progress.stage = ANSWER.kind
+        valid, invalid = citations(text, len(choice.edges) + len(context))
+        yield Answered(text, outcome=outcome, cited=[n for n in valid if n <= len(choice.edges)], invalid=invalid,
+                       spans=spans, unsupported=check.unsupported, fallback_reason=check.fallback_reason)
         progress.outcome = outcome
 
     def _retrieved_passages(self, question: str, collection: str, limits: RetrievalLimits | None) -> list[Passage]:
@@ -132,12 +130,6 @@ class GraphRag(StagedRun):
             return self.llm.stream(render_prompt("synthesize", question=question, edges=selected,
                                                  passages=[p.text for p in context])), None
         return (self.llm.answer(question, selected) if selected else iter([NO_ANSWER])), []
-
-
-def make_graph_rag(store: GraphStore, config: Config, passages: PassageIndex | None = None) -> GraphRag:
-    """A pipeline with the configured LLM (and ``passages``, for graph + passages); build it once per store
-    (the retriever caches labels)."""
-    return GraphRag(store, Retriever(store), make_llm(config), config.check_answers, passages)
 
 
 @dataclass

@@ -1,43 +1,61 @@
 """What GraphRAG and document RAG share: a question run as stages that stream messages, recorded as
 they complete, ending with one final message or one error message.
 
-A subclass writes ``_stages``; ``run`` checks the question and the collection, makes the recorder
-(none when not explainable), turns a failed stage into an error message recorded on the session, and a
-client that left into a cancelled session.
+A subclass writes ``_stages``, which yields the answer's messages and a typed result per stage
+(``server.stages``); ``run`` checks the question and the collection, hands each result to the sink it was given
+(``server.explain.stream.ExplainStream`` records it and makes it an explain message; none when not
+explainable), turns a failed stage into an error message recorded on the session, and a client that left into
+a cancelled session.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
-from pyoxigraph import Quad
-
-from server import vocab
 from server.errors import BadRequest, ErrorType, GlassgraphError, NotFound
-from server.explain import wire
-from server.explain.recorder import ExplainRecorder, RecordError
 from server.rag.llm import LLM, LLMError
 from server.rag.messages import GraphRagResponse
+from server.stages import SESSION, STAGES, SessionStarted, StageResult, stage_of
 from server.store_base import StoreBackend
 
 log = logging.getLogger(__name__)
+DONE = "done"  # the run's last stage is recorded: a client that leaves now leaves it answered
+
+
+class RecordError(RuntimeError):
+    """A sink could not record a stage: the store refused the write (``store-error``)."""
+
+
+class StageSink(Protocol):
+    """Where a run's stage results go, one sink per run."""
+
+    session_id: str
+
+    def send(self, result: StageResult) -> GraphRagResponse:
+        """Take ``result`` (raising :class:`RecordError` when it cannot be kept); the stream's explain message."""
+
+    def error(self, error_type: str, message: str) -> None:
+        """The run failed or its client left: say so."""
 
 
 @dataclass
 class Progress:
-    stage: str = "session"
+    stage: str = SESSION.kind
     outcome: str | None = None  # "answered" or "no-answer" once the answer is complete
 
 
 class StagedRun:
-    """A question's stages over one store with one LLM; ``session_label`` names the session in its trace."""
+    """A question's stages over one store with one LLM; ``session_label`` names the session in its trace; ``sinks``
+    makes an explainable run's sink (None: nothing is recorded)."""
 
-    session_label = "GraphRAG query session"
+    session_label = SessionStarted.label  # the dataclass's default
 
-    def __init__(self, store: StoreBackend, llm: LLM) -> None:
+    def __init__(self, store: StoreBackend, llm: LLM, sinks: Callable[[StoreBackend], StageSink] | None) -> None:
         self.store = store
         self.llm = llm
+        self.sinks = sinks
 
     def run(self, question: str, collection: str = "default", explainable: bool = True,
             limits: object = None) -> Iterator[GraphRagResponse]:
@@ -48,22 +66,28 @@ class StagedRun:
         except GlassgraphError as exc:
             yield failure(exc.type, exc.message)
             return
-        recorder = (ExplainRecorder(self.store, collection, self.llm.model, session_label=self.session_label)
-                    if explainable else None)
+        sink = self.sinks(self.store) if explainable and self.sinks else None
         progress = Progress()
         try:
-            yield from self._stages(question, collection, limits, recorder, progress)
+            for item in self._stages(question, collection, limits, progress):
+                if isinstance(item, GraphRagResponse):
+                    yield item
+                elif sink:
+                    message = sink.send(item)
+                    if stage_of(item) is STAGES[-1]:
+                        progress.stage = DONE
+                    yield message
         except GeneratorExit:  # the client went away: say so in the trace, then stop
-            if progress.stage != "done":
-                self._record_error(recorder, ErrorType.CANCELLED, f"{progress.stage}: the client closed the stream")
+            if progress.stage != DONE:
+                self._record_error(sink, ErrorType.CANCELLED, f"{progress.stage}: the client closed the stream")
             raise
         except Exception as exc:  # the stream must end with an error message, not break
-            yield self._fail(recorder, *_failure_of(exc, progress.stage))
+            yield self._fail(sink, *_failure_of(exc, progress.stage))
             return
         yield GraphRagResponse("chunk", end_of_stream=True, end_of_session=True, outcome=progress.outcome)
 
-    def _stages(self, question: str, collection: str, limits: object, recorder: ExplainRecorder | None,
-                progress: Progress) -> Iterator[GraphRagResponse]:
+    def _stages(self, question: str, collection: str, limits: object,
+                progress: Progress) -> Iterator[GraphRagResponse | StageResult]:
         raise NotImplementedError
 
     def _check(self, question: str, collection: str) -> None:
@@ -76,24 +100,18 @@ class StagedRun:
         if not known:
             raise NotFound(f"no collection {collection!r}")
 
-    def _explain(self, explain_id: str, quads: list[Quad]) -> GraphRagResponse:
-        """An explain message with the step's triples inline (``explain_triples``)."""
-        return GraphRagResponse("explain", explain_id=explain_id, explain_collection=self.store.explain_collection,
-                                explain_kind=vocab.explain_kind(explain_id),
-                                explain_triples=[wire.quad_wire(quad) for quad in quads])
-
-    def _fail(self, recorder: ExplainRecorder | None, error_type: ErrorType, message: str) -> GraphRagResponse:
-        self._record_error(recorder, error_type, message)
+    def _fail(self, sink: StageSink | None, error_type: ErrorType, message: str) -> GraphRagResponse:
+        self._record_error(sink, error_type, message)
         return failure(error_type, message)
 
     @staticmethod
-    def _record_error(recorder: ExplainRecorder | None, error_type: ErrorType, message: str) -> None:
-        if recorder is None:
+    def _record_error(sink: StageSink | None, error_type: ErrorType, message: str) -> None:
+        if sink is None:
             return
         try:
-            recorder.error(error_type.wire_name, message)
+            sink.error(error_type.wire_name, message)
         except Exception:  # the store itself may be what failed
-            log.exception("could not record the error of session %s", recorder.session_id)
+            log.exception("could not record the error of session %s", sink.session_id)
 
 
 def _failure_of(exc: Exception, stage: str) -> tuple[ErrorType, str]:

@@ -28,12 +28,10 @@
   const title = document.getElementById("ask-title");
   const cited = document.getElementById("cited-box");
   const TG = "https://trustgraph.ai/ns/";
-  const STEPS = [  // by the explain message's explain_kind: no IRI is parsed here; ``passages``: the title in Documents mode
-    { kind: "session", running: "Starting the session…", done: "Session started" },
-    { kind: "retrieval", running: "Retrieving…", done: "Edges retrieved", passages: "Passages retrieved" },
-    { kind: "selection", running: "Selecting…", done: "Edges selected", passages: "Passages selected" },
-    { kind: "answer", running: "Writing the answer…", done: "Answer recorded" },
-  ];
+  // The stages as declared (server/stages.py), in order, found by the explain message's explain_kind (no IRI is
+  // parsed here): each one's titles while it runs and once recorded (``passages``: in Documents mode).
+  const STEPS = JSON.parse(document.getElementById("explain-stages").textContent);
+  const [SESSION, RETRIEVAL, SELECTION, ANSWER] = STEPS.map((step) => step.kind);
   let run = null;  // the question in progress: its controller, steps, index and timer
 
   function documentsMode() {
@@ -107,20 +105,20 @@
     step.item.classList.add("loaded");
     step.item.dataset.iri = message.explain_id || "";
     step.title.textContent = (run.documents && step.passages) || step.done;
-    if (run.documents && (step.kind === "retrieval" || step.kind === "selection")) {
+    if (run.documents && (step.kind === RETRIEVAL || step.kind === SELECTION)) {
       step.body.append(passageStep(step.kind, message.explain_id));
-    } else if (step.kind === "session") {
+    } else if (step.kind === SESSION) {
       run.session = message.explain_id;
       live.dataset.session = message.explain_id;
       step.body.append(GlassSteps.link(`/console/trace?id=${encodeURIComponent(message.explain_id)}`, message.explain_id));
-    } else if (step.kind === "retrieval") {
+    } else if (step.kind === RETRIEVAL) {
       step.body.append(GlassSteps.retrieval(view));
-    } else if (step.kind === "selection") {
+    } else if (step.kind === SELECTION) {
       step.body.append(GlassSteps.selection(view));
       run.selected = view.selected.length;
       graphCard.hidden = false;
       GlassGraph.draw(document.getElementById("ask-graph"), view, panel);
-    } else if (step.kind === "answer") {
+    } else if (step.kind === ANSWER) {
       if (run.index.value(message.explain_id, "https://trustgraph.ai/ns/outcome") === "no-answer") {
         const outcome = GlassSteps.el("p", "outcome");
         outcome.append(GlassSteps.el("span", "badge badge-no-answer", "no-answer"),
@@ -142,7 +140,7 @@
 
   /** A document RAG step from its triples: the passages retrieved with the query terms, or those used. */
   function passageStep(kind, id) {
-    if (kind === "retrieval") {
+    if (kind === RETRIEVAL) {
       const terms = run.index.objects(id, `${TG}queryTerm`).map(GlassExplain.lexical).sort();
       return GlassSteps.passageCount(Number(run.index.value(id, `${TG}passageCount`) || 0), "retrieved", terms);
     }
@@ -163,7 +161,7 @@
         return;
       }
       const trace = await response.json();
-      current.steps.find((step) => step.kind === "retrieval").body.append(GlassSteps.passages(trace.passages));
+      current.steps.find((step) => step.kind === RETRIEVAL).body.append(GlassSteps.passages(trace.passages));
       if (trace.spans.length) {
         cited.querySelector("ol").replaceWith(GlassSteps.citedSpans(trace.spans));
         cited.hidden = false;
@@ -305,7 +303,7 @@
         showError(`The stream broke: ${failure.message}`);
       }
     }
-    const retrieved = current.steps.find((step) => step.kind === "retrieval").item.classList.contains("done");
+    const retrieved = current.steps.find((step) => step.kind === RETRIEVAL).item.classList.contains("done");
     if (run === current && current.documents && retrieved) await showPassages(current);
     if (run === current) finish();
   }
