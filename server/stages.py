@@ -50,6 +50,7 @@ class SessionStarted:
     collection: str
     label: str = "GraphRAG query session"
     started: Literal = field(default_factory=now_literal)  # xsd:dateTime
+    documents: bool = False  # a document RAG session (TrustGraph 2.x's DocRagQuestion)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class EdgesRetrieved:
     seed_reasons: list[str] = field(default_factory=list)
     terms: list[str] = field(default_factory=list)
     passages: list[Scored] = field(default_factory=list)
+    seed_names: list[str] = field(default_factory=list)  # the seeds' labels: the question's concepts
 
 
 @dataclass(frozen=True)
@@ -157,9 +159,15 @@ class Stage:
         return self.records[type(result)](graph, session_id, result)
 
 
+# TrustGraph 2.x reads the same chain under its own names (question, grounding, exploration, focus, synthesis):
+# each entity carries that vocabulary's class beside ours, and a GraphRAG retrieval derives from a grounding node
+# (the question's concepts), so TrustGraph's explain tools read a Glassgraph trace (docs/decisions.md, 24).
+
 def _session(graph: NamedNode, session_id: str, result: SessionStarted) -> list[Quad]:
     return entity_quads(graph, SESSION.iri(session_id), [
-        (RDF.type, PROV.Activity), (RDFS.label, Literal(result.label)), (PROV.startedAtTime, result.started),
+        (RDF.type, PROV.Activity), (RDF.type, PROV.Entity), (RDF.type, TG.Question),
+        (RDF.type, TG.DocRagQuestion if result.documents else TG.GraphRagQuestion),
+        (RDFS.label, Literal(result.label)), (PROV.startedAtTime, result.started),
         (TG.query, Literal(result.question)), (TG.model, Literal(result.model)),
         (TG.collection, Literal(result.collection))])
 
@@ -167,17 +175,23 @@ def _session(graph: NamedNode, session_id: str, result: SessionStarted) -> list[
 def _edges_retrieved(graph: NamedNode, session_id: str, result: EdgesRetrieved) -> list[Quad]:
     """Each retrieved edge as a triple term (``tg:retrievedEdge``, decision 15), each seed (``tg:seed``), why
     each seed was taken (``tg:seedReason``), and the passages when asked for."""
-    quads = entity_quads(graph, RETRIEVAL.iri(session_id), [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved edges")),
-        (PROV.wasGeneratedBy, SESSION.iri(session_id)), (TG.edgeCount, integer_literal(len(result.edges))),
+    grounding = grounding_iri(session_id)
+    quads = entity_quads(graph, grounding, [
+        (RDF.type, PROV.Entity), (RDF.type, TG.Grounding), (RDFS.label, Literal("Grounding")),
+        (PROV.wasDerivedFrom, SESSION.iri(session_id)), *((TG.concept, Literal(name)) for name in result.seed_names)])
+    quads += entity_quads(graph, RETRIEVAL.iri(session_id), [
+        (RDF.type, PROV.Entity), (RDF.type, TG.Exploration), (RDFS.label, Literal("Retrieved edges")),
+        (PROV.wasGeneratedBy, SESSION.iri(session_id)), (PROV.wasDerivedFrom, grounding),
+        (TG.edgeCount, integer_literal(len(result.edges))),
         *((TG.retrievedEdge, edge) for edge, _ in result.edges), *((TG.seed, seed) for seed in result.seeds),
+        *((TG.entity, seed) for seed in result.seeds),
         *((TG.seedReason, Literal(reason)) for reason in result.seed_reasons)])
     return quads + (_passage_nodes(graph, session_id, result.terms, result.passages) if result.passages else [])
 
 
 def _passages_retrieved(graph: NamedNode, session_id: str, result: PassagesRetrieved) -> list[Quad]:
     return entity_quads(graph, RETRIEVAL.iri(session_id), [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal("Retrieved passages")),
+        (RDF.type, PROV.Entity), (RDF.type, TG.Exploration), (RDFS.label, Literal("Retrieved passages")),
         (PROV.wasGeneratedBy, SESSION.iri(session_id))]) + _passage_nodes(graph, session_id, result.terms,
                                                                             result.passages)
 
@@ -204,13 +218,14 @@ def _edges_selected(graph: NamedNode, session_id: str, result: EdgesSelected) ->
     chose it), and the passages given beside the edges (``tg:selectedPassage``)."""
     selection = SELECTION.iri(session_id)
     quads = entity_quads(graph, selection, [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal("Selected edges")),
+        (RDF.type, PROV.Entity), (RDF.type, TG.Focus), (RDFS.label, Literal("Selected edges")),
         (PROV.wasDerivedFrom, RETRIEVAL.iri(session_id)), *result.facts,
         *((TG.selectedPassage, passage_iri(session_id, rank)) for rank in result.passages)])
     for index, (edge, reasoning, *chosen_by) in enumerate(result.edges):
         node = edge_selection_iri(session_id, index)
         quads.append(Quad(selection, TG.selectedEdge, node, graph))
-        quads.extend(entity_quads(graph, node, [(TG.edge, edge), (TG.reasoning, Literal(reasoning)),
+        quads.extend(entity_quads(graph, node, [(RDF.type, TG.EdgeSelection), (TG.edge, edge),
+                                                (TG.reasoning, Literal(reasoning)),
                                           *((TG.selectedBy, Literal(by)) for by in chosen_by)]))
     return quads
 
@@ -219,7 +234,7 @@ def _passages_selected(graph: NamedNode, session_id: str, result: PassagesSelect
     """The retrieved passages the answer was made from (``tg:selectedPassage``, in the order its ``[n]`` marks
     count them)."""
     return entity_quads(graph, SELECTION.iri(session_id), [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal("Selected passages")),
+        (RDF.type, PROV.Entity), (RDF.type, TG.Focus), (RDFS.label, Literal("Selected passages")),
         (PROV.wasDerivedFrom, RETRIEVAL.iri(session_id)), *result.facts,
         *((TG.selectedPassage, passage_iri(session_id, rank)) for rank in result.ranks)])
 
@@ -230,7 +245,7 @@ def _answered(graph: NamedNode, session_id: str, result: Answered) -> list[Quad]
     text), ``tg:unsupported`` sentences, ``tg:answerFallback``, and its text in the librarian graph."""
     answer = ANSWER.iri(session_id)
     quads = entity_quads(graph, answer, [
-        (RDF.type, PROV.Entity), (RDFS.label, Literal(result.label)),
+        (RDF.type, PROV.Entity), (RDF.type, TG.Synthesis), (RDF.type, TG.Answer), (RDFS.label, Literal(result.label)),
         (PROV.wasDerivedFrom, SELECTION.iri(session_id)), (TG.document, answer_document_iri(session_id)),
         *([(TG.outcome, Literal(result.outcome))] if result.outcome else []),
         *((TG.citedEdge, edge_selection_iri(session_id, n - 1)) for n in result.cited),
@@ -256,7 +271,7 @@ SESSION = Stage(
 RETRIEVAL = Stage(
     "retrieval", "prov:retrieval:", PROV.wasGeneratedBy,
     {EdgesRetrieved: _edges_retrieved, PassagesRetrieved: _passages_retrieved},
-    columns=(Column("edgeCount", TG.edgeCount, "edge_count"),), members=(TG.retrievedPassage,),
+    columns=(Column("edgeCount", TG.edgeCount, "edge_count"),), members=(TG.retrievedPassage, PROV.wasDerivedFrom),
     running="Retrieving…", done="Edges retrieved", passages_done="Passages retrieved")
 SELECTION = Stage(
     "selection", "prov:selection:", PROV.wasDerivedFrom,
@@ -303,6 +318,11 @@ def edge_selection_iri(session_id: str, index: int) -> NamedNode:
     return NamedNode(f"{URN}prov:edge:{session_id}:{index}")
 
 
+def grounding_iri(session_id: str) -> NamedNode:
+    """The question's concepts as TrustGraph 2.x names them (its IRI too), listed by the retrieval."""
+    return NamedNode(f"{URN}prov:grounding:{session_id}")
+
+
 def answer_document_iri(session_id: str) -> NamedNode:
     """The answer's text in the librarian graph."""
     return NamedNode(f"{URN}answer:{session_id}")
@@ -320,7 +340,7 @@ def span_iri(session_id: str, mark: int) -> NamedNode:
 
 # Explainability IRIs after URN, by kind; a numbered node's uuid is followed by ``:{number}``.
 _NODE_PREFIXES = (("prov:edge:", "edge"), ("answer:", "answer-document"), ("prov:passage:", "passage"),
-                  ("prov:span:", "span"))
+                  ("prov:span:", "span"), ("prov:grounding:", "grounding"))
 _PREFIXES = (*((stage.infix, stage.kind) for stage in STAGES), *_NODE_PREFIXES)
 _NUMBERED_KINDS = ("edge", "passage", "span")
 

@@ -378,3 +378,46 @@ def test_the_real_trustgraph_cli_adds_lists_and_traces_a_library_document(server
         f"Document: {iri}", 'Content: "The Aswan High Dam was completed in 1970."',
         "└── Page: Page 1", 'Content: "The Aswan High Dam was completed in 1970."',
         "└── Chunk: Chunk 1", 'Content: "The Aswan High Dam was completed in 1970."']
+
+
+@pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
+                    "(the README's test command installs it)")
+def test_trustgraph_s_explain_tools_read_a_glassgraph_trace(server: ProductionServer) -> None:
+    explained = trustgraph_cli("invoke_graph_rag", server, "-x", "-q", "Which countries border Germany?")
+    assert explained.returncode == 0 and "Austria" in explained.stdout, explained.stderr
+    blocks = [line.strip() for line in explained.stderr.splitlines() if line.strip()]
+    kinds = [line.split("]")[0] + "]" for line in blocks if line.startswith("[")]
+    assert kinds == ["[question]", "[grounding]", "[exploration]", "[focus]", "[synthesis]"], blocks
+    for shown in ("Query: Which countries border Germany?", "- Germany", "Edges explored: 2",
+                  "Edge: (Germany, borders, Austria)", "Edge: (Germany, borders, France)"):
+        assert shown in blocks, (shown, blocks)
+    session = blocks[0].split()[1]
+    listed = trustgraph_cli("list_explain_traces", server, "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert {"id": session, "type": "GraphRAG", "question": "Which countries border Germany?"}.items() <= next(
+        entry for entry in json.loads(listed.stdout) if entry["id"] == session).items()
+    shown = trustgraph_cli("show_explain_trace", server, session)
+    assert shown.returncode == 0, shown.stderr
+    lines = [line.strip() for line in shown.stdout.splitlines() if line.strip()]
+    for expected in ("Question: Which countries border Germany?", "--- Exploration ---",
+                     "Retrieved 2 edges from knowledge graph", "--- Focus (Edge Selection) ---",
+                     "Selected 2 edges:", "--- Synthesis ---"):
+        assert expected in lines, (expected, "\n".join(lines))
+    edges = sorted(line.split(". ", 1)[1] for line in lines if line[:3] in ("1. ", "2. "))
+    assert edges == ["(Germany, borders, Austria)", "(Germany, borders, France)"]  # its client lists them unordered
+    assert any(line.startswith("The borders of Germany are Austria and France") for line in lines), lines
+
+
+def test_socket_terms_are_spelled_as_trustgraph_2_spells_them_and_read_in_either_form() -> None:
+    from pyoxigraph import Literal, NamedNode, Triple
+
+    from server.explain.wire import term_wire, wire_term
+    from server.http.trustgraph_socket import trustgraph_terms
+
+    fact = Triple(NamedNode("http://e/a"), NamedNode("http://e/p"), Literal("3", datatype=NamedNode("http://e/d")))
+    spelled = trustgraph_terms({"response": [{"o": term_wire(fact)}, {"o": term_wire(Literal("x", language="de"))}]})
+    assert spelled == {"response": [
+        {"o": {"t": "t", "tr": {"s": {"t": "i", "i": "http://e/a"}, "p": {"t": "i", "i": "http://e/p"},
+                                "o": {"t": "l", "v": "3", "dt": "http://e/d"}}}},
+        {"o": {"t": "l", "v": "x", "ln": "de"}}]}
+    assert wire_term(spelled["response"][0]["o"]) == wire_term(term_wire(fact)) == fact

@@ -39,8 +39,8 @@ def term_wire(term: Term | BlankNode) -> dict:
 
 def wire_term(wire: object) -> Term:
     """The term a wire dict names (the inverse of :func:`term_wire`; TrustGraph's clients also write a
-    literal's datatype and language as ``dt`` and ``ln``); ValueError for anything else, a blank node too
-    (a pattern cannot name one)."""
+    literal's datatype and language as ``dt`` and ``ln``, a triple term as ``{"t": "t", "tr"}``); ValueError
+    for anything else, a blank node too (a pattern cannot name one)."""
     if not isinstance(wire, dict):
         raise ValueError(f"a term is a JSON object such as {{\"t\": \"i\", \"i\": IRI}}, got {wire!r:.80}")
     kind = wire.get("t")
@@ -51,10 +51,10 @@ def wire_term(wire: object) -> Term:
         if language:
             return Literal(wire["v"], language=str(language))
         return Literal(wire["v"], datatype=NamedNode(str(datatype))) if datatype else Literal(wire["v"])
-    if kind == "r" and isinstance(wire.get("r"), dict):
-        inner = wire["r"]
+    inner = wire.get("r") if kind == "r" else wire.get("tr") if kind == "t" else None  # "t"/"tr": TrustGraph 2.x
+    if isinstance(inner, dict):
         return Triple(wire_term(inner.get("s")), wire_term(inner.get("p")), wire_term(inner.get("o")))
-    raise ValueError(f"not a term of the wire form (t: i, l or r): {wire!r:.80}")
+    raise ValueError(f"not a term of the wire form (t: i, l, r or t): {wire!r:.80}")
 
 
 def quad_wire(quad: Quad) -> dict:

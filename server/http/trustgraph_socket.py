@@ -21,7 +21,7 @@ import base64
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -92,7 +92,23 @@ def _rag_frames(status: int, headers: dict[str, str], body: Iterator[bytes]) -> 
         *lines, pending = pending.split(b"\n")
         for line in lines:
             if line.strip():
-                yield _message_frame(json.loads(line))
+                yield from map(_message_frame, _per_entity(json.loads(line)))
+
+
+def _per_entity(message: dict) -> list[dict]:
+    """An explain message as one message per typed entity its triples describe, each with that entity's own
+    triples: TrustGraph's client reads a message's inline triples as one entity, by every ``rdf:type`` among
+    them, and GraphRAG's retrieval step records the grounding beside the exploration (``server.stages``)."""
+    triples = message.get("explain_triples")
+    if not triples or not message.get("explain_id"):
+        return [message]
+    by_subject: dict[str, list[dict]] = {}
+    for triple in triples:
+        by_subject.setdefault(triple.get("s", {}).get("i", ""), []).append(triple)
+    typed = [subject for subject, own in by_subject.items() if subject != message["explain_id"]
+             and any(t.get("p", {}).get("i") == vocab.RDF.type.value for t in own)]
+    return [*({**message, "explain_id": subject, "explain_triples": by_subject[subject]} for subject in typed),
+            {**message, "explain_triples": by_subject.get(message["explain_id"], [])}]
 
 
 def _message_frame(message: dict) -> dict:
@@ -289,7 +305,23 @@ def internal_request(frame: dict) -> Internal:
     request = frame.get("request")
     if not isinstance(request, dict):
         raise RequestError("'request' must be a JSON object")
-    return SERVICES[service](request)
+    internal = SERVICES[service](request)
+    return replace(internal, frames=lambda *answer: map(trustgraph_terms, internal.frames(*answer)))
+
+
+def trustgraph_terms(value: Any) -> Any:
+    """``value`` with every wire term in TrustGraph 2.x's spelling: a triple term ``{"t": "t", "tr": {s, p,
+    o}}`` (Glassgraph writes ``{"t": "r", "r"}``), a literal's datatype and language ``dt`` and ``ln``."""
+    if isinstance(value, list):
+        return [trustgraph_terms(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if value.get("t") == "r" and isinstance(value.get("r"), dict):
+        return {"t": "t", "tr": trustgraph_terms(value["r"])}
+    if value.get("t") == "l" and isinstance(value.get("v"), str):
+        return {"t": "l", "v": value["v"], **({"dt": value["d"]} if "d" in value else {}),
+                **({"ln": value["l"]} if "l" in value else {})}
+    return {key: trustgraph_terms(item) for key, item in value.items()}
 
 
 @dataclass

@@ -79,7 +79,7 @@ class DocumentRag(StagedRun):
 
     def _stages(self, question: str, collection: str, limits: PassageLimits | None,
                 progress: Progress) -> Iterator[GraphRagResponse | StageResult]:
-        yield SessionStarted(question, self.llm.model, collection, self.session_label)
+        yield SessionStarted(question, self.llm.model, collection, self.session_label, documents=True)
         progress.stage = RETRIEVAL.kind
         passages = self.index.search(collection, question, (limits or PassageLimits()).passages)
         yield PassagesRetrieved(query_terms(question), [(NamedNode(p.chunk), p.lexical, p.semantic, p.fused)

@@ -67,7 +67,8 @@ class GraphRag(StagedRun):
         retrieved = self._retrieved_passages(question, collection, limits)
         yield EdgesRetrieved([(triples[edge_id], labeled[edge_id]) for edge_id in graph.edge_ids], graph.seeds,
                              graph.seed_reasons, query_terms(question) if retrieved else [],
-                             [(NamedNode(p.chunk), p.lexical, p.semantic, p.fused) for p in retrieved])
+                             [(NamedNode(p.chunk), p.lexical, p.semantic, p.fused) for p in retrieved],
+                             graph.seed_names)
         progress.stage = SELECTION.kind
         choice = choose_edges(self.llm, question, labeled, graph.relation_aliases)
         chosen = [triples[edge_id] for edge_id, _, _ in choice.edges]

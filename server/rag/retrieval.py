@@ -78,6 +78,7 @@ class LabelGraph:
     sparql_executions: int
     relation_aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # of the edges' relations
     seed_reasons: list[str] = field(default_factory=list)  # "rank. label: why it was taken", per seed
+    seed_names: list[str] = field(default_factory=list)  # each seed's label
 
     @property
     def edge_ids(self) -> list[str]:
@@ -220,12 +221,14 @@ class Retriever:
             uri_map[candidate] = edge
             labeled.append(names)
         aliases = self.index.relation_aliases(collection)
+        seed_labels = self.labels(exact + ranked, collection)
         used = {p: aliases[p] for _, p, _ in labeled if p in aliases}
         return LabelGraph(labeled_edges=labeled, uri_map=uri_map, seeds=exact + ranked,
                           sparql_executions=executions, relation_aliases=used,
-                          seed_reasons=self._seed_reasons(exact + ranked, reasons, collection))
+                          seed_reasons=self._seed_reasons(exact + ranked, reasons, seed_labels),
+                          seed_names=[seed_labels[seed] for seed in exact + ranked])
 
-    def _seed_reasons(self, seeds: list[NamedNode], reasons: dict[NamedNode, str], collection: str) -> list[str]:
+    @staticmethod
+    def _seed_reasons(seeds: list[NamedNode], reasons: dict[NamedNode, str], names: dict[NamedNode, str]) -> list[str]:
         """One line per seed, in rank order: ``"1. France: its label is spelled out in the question"``."""
-        names = self.labels(seeds, collection)
         return [f"{rank}. {names[seed]}: {reasons.get(seed, 'a seed')}" for rank, seed in enumerate(seeds, start=1)]
