@@ -13,9 +13,9 @@ from flask import Blueprint, Response, jsonify
 from pyoxigraph import NamedNode, Triple
 
 from server import vocab
-from server.errors import BadRequest, NotFound
+from server.errors import BadRequest
 from server.explain.wire import quad_wire, wire_term
-from server.http.api import json_body
+from server.http.api import json_body, require_collection
 from server.http.context import current_config, current_store
 from server.vocab import Term
 
@@ -72,10 +72,5 @@ def _graph(body: dict) -> NamedNode:
     collection = body.get("collection") or current_config().default_collection
     if not isinstance(collection, str):
         raise BadRequest("'collection' must be a string")
-    try:
-        known = current_store().has_collection(collection)
-    except ValueError as error:
-        raise BadRequest(str(error)) from None
-    if not known:
-        raise NotFound(f"no collection {collection!r}")
+    require_collection(collection)
     return vocab.source_graph(collection) if graph == TRUSTGRAPH_SOURCE_GRAPH else vocab.collection_graph(collection)

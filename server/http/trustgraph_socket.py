@@ -120,13 +120,18 @@ def _message_frame(message: dict) -> dict:
             "complete": bool(message.get("end_of_session"))}
 
 
-def _rag_answer(status: int, headers: dict[str, str], body: Iterator[bytes]) -> Iterator[dict]:
+def _json_frames(read: Callable[[dict], Iterator[dict]]) -> Callable[[int, dict[str, str], Iterator[bytes]],
+                                                                      Iterator[dict]]:
+    """Frames from a JSON answer, read by ``read``; an error answer is an error frame."""
+    def frames(status: int, headers: dict[str, str], body: Iterator[bytes]) -> Iterator[dict]:
+        raw = b"".join(body)
+        yield from [_http_error(status, raw)] if status >= 400 else read(json.loads(raw))
+    return frames
+
+
+@_json_frames
+def _rag_answer(answer: dict) -> Iterator[dict]:
     """One frame of a whole answer: ``{"response": text}`` as TrustGraph's non-streamed RAG answers."""
-    raw = b"".join(body)
-    if status >= 400:
-        yield _http_error(status, raw)
-        return
-    answer = json.loads(raw)
     if answer.get("error"):
         yield {"error": answer["error"], "complete": True}
         return
@@ -263,25 +268,18 @@ def _content_frames(status: int, headers: dict[str, str], body: Iterator[bytes])
         "response": {"content": base64.b64encode(raw).decode("ascii")}, "complete": True}
 
 
-def _listing_frames(status: int, headers: dict[str, str], body: Iterator[bytes]) -> Iterator[dict]:
+@_json_frames
+def _listing_frames(listing: dict) -> Iterator[dict]:
     """The collection's documents as TrustGraph's document metadata (``id`` is the document's IRI)."""
-    raw = b"".join(body)
-    if status >= 400:
-        yield _http_error(status, raw)
-        return
     listed = [{"id": document["iri"], "kind": document["media_type"] or "text/plain", "title": document["title"] or "",
                "comments": "", "metadata": [], "tags": [], "document-type": "source"}
-              for document in json.loads(raw)["documents"]]
+              for document in listing["documents"]]
     yield {"response": {"document-metadatas": listed}, "complete": True}
 
 
-def _added_frames(status: int, headers: dict[str, str], body: Iterator[bytes]) -> Iterator[dict]:
+@_json_frames
+def _added_frames(job: dict) -> Iterator[dict]:
     """An ingest accepted (it goes on in the background): the document's IRI and the job's status URL."""
-    raw = b"".join(body)
-    if status >= 400:
-        yield _http_error(status, raw)
-        return
-    job = json.loads(raw)
     yield {"response": {"document-id": f"{vocab.URN}doc:{job['id']}", "status": job["status"], "url": job["url"]},
            "complete": True}
 
