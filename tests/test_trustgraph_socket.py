@@ -341,6 +341,8 @@ def test_rest_forms_answer_as_the_socket_does_and_refuse_bad_requests(server: Pr
     provenance = post("flow/default/service/triples", {"s": {"t": "i", "i": document["id"]}, "g": "urn:graph:source",
                                                        "collection": "notes", "limit": 50}).json()
     assert {"t": "i", "i": "https://trustgraph.ai/ns/Document"} in [t["o"] for t in provenance]
+    spaced = post("librarian", {"operation": "list-documents", "collection": "my notes"})
+    assert spaced.status_code == 400 and "'my notes'" in spaced.json()["error"]["message"]  # the name as given
     content = post("librarian", {"operation": "get-document-content", "document-id": document["id"]}).json()
     assert content == {"content": base64.b64encode(CANAL.encode()).decode()}
     for path, body, status in (("flow/default/service/agent", {}, 404), ("flow/default/service/sparql", [], 400),

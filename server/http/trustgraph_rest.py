@@ -48,13 +48,12 @@ def _answer(service: str) -> Response:
         response = jsonify(error=failed["error"])
         response.status_code = status if status >= 400 else 502
         return response
-    joined: dict[str, Any] | list = frames[0]["response"]
-    for frame in frames[1:]:  # a SELECT in batches, or triples in pieces
-        if isinstance(joined, list):
-            joined = [*joined, *frame["response"]]
-        else:
-            joined = {**joined, "bindings": joined["bindings"] + frame["response"]["bindings"]}
-    return jsonify(joined)
+    first: dict[str, Any] | list = frames[0]["response"]
+    if len(frames) == 1:
+        return jsonify(first)
+    if isinstance(first, list):  # triples in pieces
+        return jsonify([triple for frame in frames for triple in frame["response"]])
+    return jsonify({**first, "bindings": [row for frame in frames for row in frame["response"]["bindings"]]})
 
 
 def _run(internal: Internal) -> tuple[int, dict[str, str], bytes]:

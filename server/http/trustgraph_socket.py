@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from pyoxigraph import QueryResultsFormat, RdfFormat, parse, parse_query_results
 
@@ -238,7 +238,7 @@ def _librarian(request: dict) -> Internal:
     collection = request.get("collection") or "default"
     if not isinstance(collection, str):
         raise RequestError("'collection' must be a string")
-    documents = f"/api/collections/{quote(collection, safe='')}/documents"
+    documents = f"/api/collections/{collection}/documents"  # a WSGI path is decoded: the name as it is
     if operation == "get-document-content":
         if not isinstance(request.get("document-id"), str):
             raise RequestError("get-document-content needs the 'document-id' of a document, page or chunk (its IRI)")

@@ -40,7 +40,7 @@ def write_refusal(config: Config, authorization: str | None) -> GlassgraphError 
 def token_accepted(config: Config, token: str) -> bool:
     """Whether a client presenting ``token`` (TrustGraph's socket auth) is who it says: the configured token,
     or any when none is configured (reads are anyone's; its writes are refused by ``write_refusal``)."""
-    return not config.token or hmac.compare_digest(token.encode(), config.token.encode())
+    return not config.token or hmac.compare_digest(token.strip().encode(), config.token.encode())
 
 
 def is_write(method: str, path: str, content_type: str | None) -> bool:
