@@ -304,7 +304,8 @@ QUESTION = {"query": "What is the capital of Atlantis?", "explainable": True, "s
             "entity_limit": 1000, "triple_limit": 100, "max_subgraph_size": 10_000, "max_path_length": 2}
 STAGES = ("session", "retrieval", "selection", "answer")  # one transaction each, in this order
 STAGE_OF = {"session": "session", "retrieval": "retrieval", "selection": "selection", "edge": "selection",
-            "answer": "answer", "answer-document": "answer"}
+            "answer": "answer", "answer-document": "answer",
+            "grounding": "retrieval"}  # TrustGraph 2.x's grounding is written with the retrieval (decision 24)
 Entity = frozenset[tuple[str, str, str]]
 
 
