@@ -16,6 +16,7 @@ from server.errors import GlassgraphError
 from server.http import allocator
 from server.http.app import create_app
 from server.http.asgi import WsgiBridge
+from server.http.socket_budget import AnswerBudget
 from server.http.write_gate import early_write_refusal, token_accepted
 
 
@@ -24,6 +25,8 @@ def _checked(config: Config) -> Config:
         raise ValueError(f"GLASSGRAPH_THREADS must be at least 1, got {config.threads}")
     if config.body_timeout_s <= 0:
         raise ValueError(f"GLASSGRAPH_BODY_TIMEOUT must be more than 0 seconds, got {config.body_timeout_s:g}")
+    if config.socket_memory_mb < 1:
+        raise ValueError(f"GLASSGRAPH_SOCKET_MEMORY must be at least 1 (MB), got {config.socket_memory_mb}")
     if config.send_timeout_s <= 0:
         raise ValueError(f"GLASSGRAPH_SEND_TIMEOUT must be more than 0 seconds, got {config.send_timeout_s:g}")
     return config
@@ -57,4 +60,6 @@ if queries is not None:
 app = WsgiBridge(flask_app, max_body_bytes=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
                  threads=config.threads, send_timeout_s=config.send_timeout_s,
                  trimmer=allocator.Trimmer() if tuned else None,
-                 check_head=early_write_refusal(config), token_ok=lambda token: token_accepted(config, token))
+                 check_head=early_write_refusal(config), token_ok=lambda token: token_accepted(config, token),
+                 socket_budget=AnswerBudget(config.socket_memory_mb << 20, config.max_result_bytes,
+                                            config.queue_wait_s))

@@ -64,6 +64,7 @@ class Config:
     malloc_arenas: int = 2  # GLASSGRAPH_MALLOC_ARENAS: the worker's glibc malloc arenas (0: glibc's choice, no trim)
     max_result_rows: int = 100_000  # GLASSGRAPH_MAX_ROWS
     max_result_bytes: int = 64 * 1024 * 1024  # GLASSGRAPH_MAX_RESULT_BYTES: largest SPARQL answer body
+    socket_memory_mb: int = 256  # GLASSGRAPH_SOCKET_MEMORY: MB of answers TrustGraph sockets may hold unsent
     query_deadline_s: float = 30.0  # GLASSGRAPH_DEADLINE: a client's query is stopped past it
     query_workers: int = field(default_factory=lambda: max(2, _cores()))  # GLASSGRAPH_QUERY_WORKERS: processes
     # that evaluate clients' short queries (default: one per core, at least 2)
@@ -203,6 +204,7 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "malloc_arenas": (("GLASSGRAPH_MALLOC_ARENAS",), "int"),
     "max_result_rows": (("GLASSGRAPH_MAX_ROWS",), "int"),
     "max_result_bytes": (("GLASSGRAPH_MAX_RESULT_BYTES",), "int"),
+    "socket_memory_mb": (("GLASSGRAPH_SOCKET_MEMORY",), "int"),
     "query_deadline_s": (("GLASSGRAPH_DEADLINE",), "float"),
     "query_workers": (("GLASSGRAPH_QUERY_WORKERS",), "int"),
     "query_memory_mb": (("GLASSGRAPH_QUERY_MEMORY",), "int"),

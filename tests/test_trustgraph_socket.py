@@ -283,19 +283,24 @@ def big_select(rows: int) -> str:
             'BIND(CONCAT(SHA512(?n), SHA512(CONCAT(?n, "b")), SHA512(CONCAT(?n, "c"))) AS ?v) }')
 
 
-def test_a_socket_that_reads_nothing_is_dropped_after_the_send_timeout(tmp_path: Path) -> None:
+def unread_socket(live: ProductionServer) -> ClientConnection:
+    """A socket past auth whose client stops reading once one frame waits unread (a 4 KB receive buffer)."""
     import socket as sockets
 
+    raw = sockets.socket()
+    raw.setsockopt(sockets.SOL_SOCKET, sockets.SO_RCVBUF, 4096)
+    raw.connect(("127.0.0.1", live.port))
+    client = connect(f"ws://127.0.0.1:{live.port}/api/v1/socket", sock=raw, max_queue=1, max_size=None,
+                     open_timeout=10)
+    client.send(json.dumps({"type": "auth", "token": ""}))
+    assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+    return client
+
+
+def test_a_socket_that_reads_nothing_is_dropped_after_the_send_timeout(tmp_path: Path) -> None:
     live = ProductionServer(tmp_path / "store", env={"GLASSGRAPH_SEND_TIMEOUT": "1"})
     try:
-        raw = sockets.socket()
-        raw.setsockopt(sockets.SOL_SOCKET, sockets.SO_RCVBUF, 4096)
-        raw.connect(("127.0.0.1", live.port))
-        # max_queue=1: the client stops reading the socket once one frame waits unread
-        client = connect(f"ws://127.0.0.1:{live.port}/api/v1/socket", sock=raw, max_queue=1, max_size=None,
-                         open_timeout=10)
-        client.send(json.dumps({"type": "auth", "token": ""}))
-        assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+        client = unread_socket(live)
         client.send(json.dumps({"id": "big", "service": "sparql", "request": {"query": big_select(60_000),
                                                                                "batch-size": 100}}))
         time.sleep(6)  # ~12 MB of frames once compressed; the buffers hold a few; the server waits 1 s, drops it
@@ -308,6 +313,63 @@ def test_a_socket_that_reads_nothing_is_dropped_after_the_send_timeout(tmp_path:
         assert requests.get(f"{live.url}/healthz", timeout=10).status_code == 200
     finally:
         live.close()
+
+
+def test_answers_a_client_leaves_unread_are_bounded_and_freed_once_read(tmp_path: Path) -> None:
+    live = ProductionServer(tmp_path / "store", env={"GLASSGRAPH_SOCKET_MEMORY": "1", "GLASSGRAPH_QUEUE_WAIT": "1"})
+    try:
+        client = unread_socket(live)
+        client.send(json.dumps({"id": "big", "service": "sparql", "request": {"query": big_select(60_000),
+                                                                               "batch-size": 100}}))
+        assert json.loads(client.recv(timeout=60))["id"] == "big"  # its 23 MB answer is made, and held unread
+        client.send(json.dumps({"id": "next", "service": "sparql", "request": {"query": "ASK {}"}}))
+        time.sleep(2)  # it waits GLASSGRAPH_QUEUE_WAIT for room (1 MB here), then is refused
+        final: dict[str, dict] = {}
+        rows = 100
+        while len(final) < 2:
+            frame = json.loads(client.recv(timeout=60))
+            rows += len(frame.get("response", {}).get("bindings", []))
+            if frame["complete"]:
+                final[frame["id"]] = frame
+        assert final["next"]["error"]["type"] == "too-many-requests"
+        assert rows >= 60_000 and "error" not in final["big"]  # the held answer came whole
+        [after] = answers(client, {"id": "after", "service": "sparql", "request": {"query": "ASK {}"}})
+        assert after["response"]["ask-result"] is True  # read, the answer's bytes are free again
+        client.close()
+    finally:
+        live.close()
+
+
+def test_sparql_frames_keep_every_term_honour_the_limit_and_refuse_a_graph_past_one_frame(
+        server: ProductionServer) -> None:
+    query = ('SELECT ?a ?b WHERE { { VALUES (?a ?b) { (<urn:x> "chat"@fr) (<<( <urn:x> <urn:p> "t\\tab" )>> UNDEF) '
+             '("2" UNDEF) (1.5e0 UNDEF) } } UNION { BIND(BNODE() AS ?a) BIND(5 AS ?b) } }')
+    with socket(server) as client:
+        cut = answers(client, {"id": "t", "service": "sparql", "request": {"query": query, "batch-size": 2,
+                                                                          "limit": 3}})
+        assert [len(f["response"]["bindings"]) for f in cut] == [2, 1] and [f["complete"] for f in cut] == [False, True]
+        [whole] = answers(client, {"id": "w", "service": "sparql", "request": {"query": query}})
+        rows = [binding["values"] for binding in whole["response"]["bindings"]]
+        assert len(rows) == 5 and whole["response"]["variables"] == ["a", "b"]
+        assert [{"t": "i", "i": "urn:x"}, {"t": "l", "v": "chat", "ln": "fr"}] in rows
+        assert [{"t": "t", "tr": {"s": {"t": "i", "i": "urn:x"}, "p": {"t": "i", "i": "urn:p"},
+                                  "o": {"t": "l", "v": "t\tab"}}}, None] in rows
+        assert [{"t": "l", "v": "1.5", "dt": "http://www.w3.org/2001/XMLSchema#double"}, None] in rows
+        [blank] = [row for row in rows if row[0]["t"] == "b"]
+        assert blank[1] == {"t": "l", "v": "5", "dt": "http://www.w3.org/2001/XMLSchema#integer"}
+        [empty] = answers(client, {"id": "e", "service": "sparql", "request": {"query": "SELECT * WHERE {}"}})
+        assert empty["response"]["variables"] == [] and empty["response"]["bindings"] == [{"values": []}]
+        [none] = answers(client, {"id": "n", "service": "sparql", "request": {
+            "query": "SELECT ?x WHERE { FILTER(false) }"}})
+        assert none["response"]["bindings"] == [] and none["complete"]
+        [no] = answers(client, {"id": "f", "service": "sparql", "request": {"query": "ASK { FILTER(false) }"}})
+        assert no["response"] == {"query-type": "ask", "ask-result": False}
+        rows = big_select(25_000).replace("SELECT ?v WHERE", "CONSTRUCT { ?i <urn:v> ?v } WHERE")
+        graph = rows[:-1] + 'BIND(IRI(CONCAT("urn:n", ?n)) AS ?i) }'  # 25,000 triples: 10 MB of N-Triples
+        [large] = answers(client, {"id": "g", "service": "sparql", "request": {"query": graph}})
+        assert large["error"]["type"] == "too-large" and "LIMIT" in large["error"]["message"]
+        [bad] = answers(client, {"id": "b", "service": "sparql", "request": {"query": "ASK {}", "limit": 0}})
+        assert bad["error"]["type"] == "bad-request"
 
 
 def test_one_socket_has_at_most_sixteen_requests_in_flight(server: ProductionServer) -> None:

@@ -37,6 +37,7 @@ from server.config import Config
 from server.errors import ContentTooLarge, GlassgraphError, RequestTimeout
 from server.http import trustgraph_socket
 from server.http.allocator import Trimmer
+from server.http.socket_budget import AnswerBudget
 from server.http.sparql_eval import PARSE_STACK_BYTES
 
 log = logging.getLogger("glassgraph.http")
@@ -82,13 +83,17 @@ class _SendStalled(Exception):
 
 class WsgiBridge:
     """An ASGI app serving a WSGI app: ``WsgiBridge(flask_app, max_body_bytes, body_timeout_s, threads,
-    send_timeout_s, trimmer, check_head, token_ok)``; ``check_head`` answers a request from its head, before its
-    body is read, ``token_ok`` tells the token a TrustGraph socket presents (both from ``write_gate``)."""
+    send_timeout_s, trimmer, check_head, token_ok, socket_budget)``; ``check_head`` answers a request from its
+    head, before its body is read, ``token_ok`` tells the token a TrustGraph socket presents (both from
+    ``write_gate``), ``socket_budget`` bounds the answers sockets hold unsent (``server.http.socket_budget``)."""
 
     def __init__(self, app: WsgiApp, max_body_bytes: int, body_timeout_s: float, threads: int,
                  send_timeout_s: float = Config.send_timeout_s, trimmer: Trimmer | None = None,
-                 check_head: HeadCheck | None = None, token_ok: Callable[[str], bool] = lambda token: False) -> None:
-        self.app, self.check_head, self.token_ok = app, check_head, token_ok
+                 check_head: HeadCheck | None = None, token_ok: Callable[[str], bool] = lambda token: False,
+                 socket_budget: AnswerBudget | None = None) -> None:
+        self.app, self.check_head = app, check_head
+        self.sockets = trustgraph_socket.SocketSettings(send_timeout_s, token_ok, socket_budget or AnswerBudget(
+            Config.socket_memory_mb << 20, Config.max_result_bytes, Config.queue_wait_s))
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.send_timeout_s = send_timeout_s
@@ -162,7 +167,7 @@ class WsgiBridge:
             return trustgraph_socket.Answered(status, {name.lower(): value for name, value in response.start.headers},
                                               pieces(), calls, close)
 
-        await trustgraph_socket.serve(receive, send, run, self.send_timeout_s, self.token_ok)
+        await trustgraph_socket.serve(receive, send, run, self.sockets, (scope.get("client") or ("?",))[0])
 
     async def _receive_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The whole body; None when the client left or has been answered 413 or 408."""

@@ -22,6 +22,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
+from itertools import chain, islice
 from typing import Any
 from urllib.parse import urlencode
 
@@ -30,6 +31,7 @@ from pyoxigraph import QueryResultsFormat, RdfFormat, parse, parse_query_results
 from server import vocab
 from server.errors import ErrorType
 from server.explain.wire import term_wire
+from server.http.socket_budget import AnswerBudget, Holding
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +142,8 @@ def _rag_answer(answer: dict) -> Iterator[dict]:
 
 
 def _sparql(request: dict) -> Internal:
+    """A SPARQL query; the answer read as TSV (SELECT, ASK) or N-Triples (CONSTRUCT, DESCRIBE): TSV goes into
+    frames a batch of lines at a time, so an answer is held once, as the app made it, never as rows."""
     query = request.get("query")
     if not isinstance(query, str):
         raise RequestError("the request needs a 'query' (SPARQL text)")
@@ -147,28 +151,59 @@ def _sparql(request: dict) -> Internal:
         query.encode("utf-8")
     except UnicodeEncodeError:
         raise RequestError("the 'query' holds a lone surrogate (\\ud800-\\udfff): not text") from None
-    batch = _batch(request)
-    return Internal("GET", "/sparql", lambda status, headers, body: _sparql_frames(status, headers, body, batch),
-                    query={"query": query}, accept="application/sparql-results+json, application/n-triples;q=0.9")
+    batch, limit = _batch(request), _positive(request, "limit")
+    return Internal("GET", "/sparql", lambda status, headers, body: _sparql_frames(status, headers, body, batch, limit),
+                    query={"query": query}, accept="text/tab-separated-values, application/n-triples;q=0.9")
 
 
-def _sparql_frames(status: int, headers: dict[str, str], body: Iterator[bytes], batch: int) -> Iterator[dict]:
-    """SPARQL results as TrustGraph's ``sparql`` service sends them: SELECT in batches of ``batch`` rows."""
-    raw = b"".join(body)
+CONSTRUCT_FRAME_BYTES = 8 * 1024 * 1024  # TrustGraph's client takes a graph in one frame: its N-Triples at most
+
+
+def _sparql_frames(status: int, headers: dict[str, str], body: Iterator[bytes], batch: int,
+                   limit: int | None) -> Iterator[dict]:
+    """SPARQL results as TrustGraph's ``sparql`` service sends them: SELECT in frames of ``batch`` rows, the
+    first ``limit`` rows (the client's ``limit``) when it gives one; ASK and a graph in one frame."""
     if status >= 400:
-        yield _http_error(status, raw)
+        yield _http_error(status, b"".join(body))
         return
     if headers.get("content-type", "").split(";")[0].strip() == "application/n-triples":
+        raw = b"".join(body)
+        if len(raw) > CONSTRUCT_FRAME_BYTES:
+            yield {"error": {"type": "too-large", "message": f"the graph is {len(raw)} bytes of N-Triples, more "
+                             f"than one frame takes ({CONSTRUCT_FRAME_BYTES}); add a LIMIT, or ask /sparql over HTTP"},
+                   "complete": True}
+            return
         yield {"response": {"query-type": "construct", "triples": _wire_triples(raw)}, "complete": True}
         return
-    answer = _wire_results(raw)
-    if isinstance(answer, bool):
-        yield {"response": {"query-type": "ask", "ask-result": answer}, "complete": True}
+    lines = _lines(body)
+    head = next(lines, b"")
+    if head in (b"true", b"false"):
+        yield {"response": {"query-type": "ask", "ask-result": head == b"true"}, "complete": True}
         return
-    variables, rows = answer
-    for start in range(0, max(len(rows), 1), batch):
-        yield {"response": {"query-type": "select", "variables": variables, "bindings": rows[start:start + batch]},
-               "complete": start + batch >= len(rows)}
+    variables = [name[1:] for name in head.decode("utf-8").split("\t")] if head else []
+    rows = islice(lines, limit)
+    taken = list(islice(rows, batch))
+    while True:
+        following = list(islice(rows, batch))
+        yield {"response": {"query-type": "select", "variables": variables,
+                            "bindings": _wire_rows(head, taken, len(variables))}, "complete": not following}
+        if not following:
+            return
+        taken = following
+
+
+def _lines(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """The lines of a body that comes in pieces, each line copied out of its piece on its own (an answer may
+    be one piece of 64 MB)."""
+    pending = b""
+    for piece in pieces:
+        start = 0
+        while (end := piece.find(b"\n", start)) >= 0:
+            yield pending + piece[start:end]
+            pending, start = b"", end + 1
+        pending += piece[start:]
+    if pending:
+        yield pending
 
 
 # pyoxigraph's parsers and result iterators may only be used, and dropped, by the thread that made them (a
@@ -179,14 +214,13 @@ def _wire_triples(raw: bytes) -> list[dict]:
             for t in parse(raw, format=RdfFormat.N_TRIPLES)]
 
 
-def _wire_results(raw: bytes) -> bool | tuple[list[str], list[dict]]:
-    """An ASK answer, or a SELECT's variable names and rows of wire terms."""
-    results = parse_query_results(raw, format=QueryResultsFormat.JSON)
-    if isinstance(results, bool) or not hasattr(results, "variables"):
-        return bool(results)
-    variables = [variable.value for variable in results.variables]
-    return variables, [{"values": [None if solution[name] is None else term_wire(solution[name])
-                                   for name in variables]} for solution in results]
+def _wire_rows(head: bytes, lines: list[bytes], width: int) -> list[dict]:
+    """TSV rows (under their ``head``) as TrustGraph's bindings: one wire term, or None, per variable."""
+    if not width:
+        return [{"values": []} for _ in lines]
+    solutions = parse_query_results(b"\n".join([head, *lines, b""]), format=QueryResultsFormat.TSV)
+    return [{"values": [None if value is None else term_wire(value) for value in solution]}
+            for solution in solutions]
 
 
 def _triples(request: dict) -> Internal:
@@ -212,11 +246,16 @@ def _triple_frames(status: int, body: Iterator[bytes], batch: int | None) -> Ite
 
 
 def _batch(request: dict) -> int:
-    """Rows (or triples) per frame: the request's ``batch-size``, a positive integer."""
-    batch = SPARQL_BATCH if request.get("batch-size") is None else request["batch-size"]
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-        raise RequestError("'batch-size' must be a positive integer")
-    return batch
+    """Rows (or triples) per frame: the request's ``batch-size``, default ``SPARQL_BATCH``."""
+    return _positive(request, "batch-size") or SPARQL_BATCH
+
+
+def _positive(request: dict, key: str) -> int | None:
+    """The request's ``key``, a positive integer, or None when it gives none."""
+    value = request.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise RequestError(f"'{key}' must be a positive integer")
+    return value
 
 
 def _http_error(status: int, raw: bytes) -> dict:
@@ -346,9 +385,9 @@ class _Socket:
     calls run in the pool, one at a time), and closes its answer there, as a client that leaves an HTTP
     stream does; nothing is sent to a gone socket."""
 
-    def __init__(self, send: Callable[[dict], Awaitable[None]], run: Runner, send_timeout_s: float,
-                 token_ok: Callable[[str], bool]) -> None:
-        self.send, self.run, self.send_timeout_s, self.token_ok = send, run, send_timeout_s, token_ok
+    def __init__(self, send: Callable[[dict], Awaitable[None]], run: Runner, settings: SocketSettings,
+                 client: str) -> None:
+        self.send, self.run, self.settings, self.client = send, run, settings, client
         self.token: str | None = None
         self.authenticated = False
         self.gone = False
@@ -362,11 +401,12 @@ class _Socket:
             if self.gone:
                 return
             try:
-                await asyncio.wait_for(self.send({"type": "websocket.send", "text": text}), self.send_timeout_s)
+                await asyncio.wait_for(self.send({"type": "websocket.send", "text": text}),
+                                       self.settings.send_timeout_s)
             except asyncio.TimeoutError:
                 self.drop()
                 log.warning("dropped a TrustGraph socket: the client took no frame for %g s (GLASSGRAPH_SEND_TIMEOUT)",
-                            self.send_timeout_s)
+                            self.settings.send_timeout_s)
 
     def drop(self) -> None:
         """Mark the socket gone and abort its connection (uvicorn's websocket protocol holds the transport),
@@ -403,18 +443,25 @@ class _Socket:
     async def authenticate(self, token: object) -> None:
         """TrustGraph's first frame: an empty token reads as anyone may; a token must be the server's."""
         given = token if isinstance(token, str) and token else None
-        if given is not None and not self.token_ok(given):
+        if given is not None and not self.settings.token_ok(given):
             await self.reply({"type": "auth-failed", "error": "wrong token (GLASSGRAPH_TOKEN)"})
             return
         self.token, self.authenticated = given, True
         await self.reply({"type": "auth-ok", "workspace": WORKSPACE, "default_workspace": WORKSPACE})
 
     async def answer(self, request_id: str | int | None, frame: dict) -> None:
-        answered = None
+        answered, budget, holding = None, self.settings.budget, Holding(self.client)
         try:
             internal = internal_request(frame)
-            answered = await self.run(internal, self.token)
-            frames = internal.frames(answered.status, answered.headers, answered.pieces)
+            async with budget.admission(self.client) as admitted:
+                if not admitted:
+                    raise RequestError("the server holds as many unsent answers as it may (of this client's "
+                                       "sockets, or of all); read the answers you have, then ask again",
+                                       "too-many-requests")
+                answered = await self.run(internal, self.token)
+                pieces = budget.counted(answered.pieces, holding)
+                first = await answered.call(lambda: next(pieces, None))
+            frames = internal.frames(answered.status, answered.headers, chain([] if first is None else [first], pieces))
             while not self.gone and (next_frame := await answered.call(lambda: next(frames, None))) is not None:
                 await self.reply({"id": request_id, **next_frame})
         except RequestError as error:
@@ -427,6 +474,7 @@ class _Socket:
         finally:
             if answered is not None:
                 await answered.close()
+            await budget.release(holding)
 
 
 def _frame(text: str) -> dict | None:
@@ -443,14 +491,24 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
+@dataclass(frozen=True)
+class SocketSettings:
+    """What every socket of a server shares: the send timeout (``GLASSGRAPH_SEND_TIMEOUT``), the token check
+    (``write_gate``) and the budget of unsent answers (``server.http.socket_budget``)."""
+
+    send_timeout_s: float
+    token_ok: Callable[[str], bool]
+    budget: AnswerBudget
+
+
 async def serve(receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]], run: Runner,
-                send_timeout_s: float, token_ok: Callable[[str], bool]) -> None:
-    """One socket's life (the ASGI websocket messages); when it ends, its requests finish their calls in
-    progress and close their answers before this returns."""
+                settings: SocketSettings, client: str) -> None:
+    """One socket's life (the ASGI websocket messages) for ``client`` (its address); when it ends, its
+    requests finish their calls in progress and close their answers before this returns."""
     if (await receive())["type"] != "websocket.connect":
         return
     await send({"type": "websocket.accept"})
-    socket = _Socket(send, run, send_timeout_s, token_ok)
+    socket = _Socket(send, run, settings, client)
     try:
         while not socket.gone:
             message = await receive()

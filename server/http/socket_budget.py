@@ -1,0 +1,91 @@
+"""The memory TrustGraph sockets may hold in answers their clients have not taken yet.
+
+An HTTP response is one answer on one connection; a socket multiplexes up to 16 requests, and a client
+reading one frame now and then (inside ``GLASSGRAPH_SEND_TIMEOUT``) could keep all their answers in the
+worker (16 SPARQL answers of 64 MB held about 4 GB before this budget). So the bytes an answer brings out
+of the app are counted, from its first piece until it is closed, against two budgets: one per client
+address (``GLASSGRAPH_MAX_RESULT_BYTES``: a client's sockets together hold about one largest answer, two
+at most) and one for the process (``GLASSGRAPH_SOCKET_MEMORY``). A request starts only while both have
+room; it waits for room (a client waits behind its own answers) up to ``GLASSGRAPH_QUEUE_WAIT``, then is
+refused busy. The size of an answer is only known once the app has made it, so a client's requests are
+admitted one at a time, each once the answer before it is counted, and a budget is passed by one answer
+at most: a client holds at most its budget plus one answer.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+
+@dataclass
+class Holding:
+    """What one answer holds: its client, and the bytes of it counted so far."""
+
+    client: str
+    bytes: int = 0
+
+
+class AnswerBudget:
+    """``AnswerBudget(process_bytes, client_bytes, wait_s)``: counts from the app's threads, admits, waits and
+    releases on the event loop."""
+
+    def __init__(self, process_bytes: int, client_bytes: int, wait_s: float) -> None:
+        self.process_bytes, self.client_bytes, self.wait_s = process_bytes, client_bytes, wait_s
+        self.held = 0
+        self.by_client: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._released = asyncio.Condition()
+        self._admitting: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # per client: its lock, its users
+
+    def _has_room(self, client: str) -> bool:
+        return self.held < self.process_bytes and self.by_client.get(client, 0) < self.client_bytes
+
+    @asynccontextmanager
+    async def admission(self, client: str) -> AsyncIterator[bool]:
+        """True once the process and ``client`` hold less than their budgets, False after ``wait_s``. While
+        True it is held, ``client``'s other requests wait: the caller runs its request and counts the first
+        piece of the answer (a SPARQL answer is one piece) before the next is admitted, so that a client's
+        requests sent at once cannot all pass an empty budget."""
+        lock, users = self._admitting.setdefault(client, (asyncio.Lock(), [0]))
+        users[0] += 1
+        acquired = False
+        try:
+            try:
+                async with asyncio.timeout(self.wait_s):
+                    await lock.acquire()
+                    acquired = True
+                    async with self._released:
+                        await self._released.wait_for(lambda: self._has_room(client))
+            except TimeoutError:
+                yield False
+                return
+            yield True
+        finally:
+            if acquired:
+                lock.release()
+            users[0] -= 1
+            if not users[0]:
+                del self._admitting[client]
+
+    def counted(self, pieces: Iterator[bytes], holding: Holding) -> Iterator[bytes]:
+        """``pieces``, each counted against the budgets as it comes out of the app."""
+        for piece in pieces:
+            with self._lock:
+                holding.bytes += len(piece)
+                self.held += len(piece)
+                self.by_client[holding.client] = self.by_client.get(holding.client, 0) + len(piece)
+            yield piece
+
+    async def release(self, holding: Holding) -> None:
+        """The answer is closed: what it held is free, and requests waiting for room look again."""
+        with self._lock:
+            self.held -= holding.bytes
+            left = self.by_client.pop(holding.client, 0) - holding.bytes
+            if left > 0:
+                self.by_client[holding.client] = left
+            holding.bytes = 0
+        async with self._released:
+            self._released.notify_all()
