@@ -351,11 +351,23 @@ def test_rest_forms_answer_as_the_socket_does_and_refuse_bad_requests(server: Pr
                                ("librarian", {"operation": "remove-document"}, 400),
                                ("librarian", {"operation": "get-document-content", "document-id": "urn:x:none"}, 404),
                                ("librarian", {"operation": "add-document", "document-metadata": {}, "content": "%%"},
-                                400),
+                                401),  # refused for want of a token before its content is read
                                ("librarian", {"operation": "add-document", "document-metadata": {"kind": "text/plain"},
                                               "content": base64.b64encode(b"x").decode()}, 401)):  # no token
         refused = post(path, body)
         assert refused.status_code == status and set(refused.json()["error"]) == {"type", "message"}, (path, body)
+
+
+def test_an_anonymous_add_document_is_refused_before_its_content_is_decoded(server: ProductionServer) -> None:
+    added = {"operation": "add-document", "document-metadata": {"title": "x"}, "content": "not base64 %%"}
+    with socket(server) as anyone, socket(server, TOKEN) as writer:
+        [refused] = answers(anyone, {"id": "a", "service": "librarian", "request": added})
+        assert refused["error"]["type"] == "unauthorized", refused
+        [malformed] = answers(writer, {"id": "w", "service": "librarian", "request": added})
+        assert malformed["error"]["type"] == "bad-request" and "base64" in malformed["error"]["message"]
+    for path in ("librarian", "flow/default/service/librarian"):
+        rest = requests.post(f"{server.url}/api/v1/{path}", json=added, timeout=60)
+        assert (rest.status_code, rest.json()["error"]["type"]) == (401, "unauthorized"), rest.text
 
 
 @pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "

@@ -2,12 +2,15 @@
 
 ``POST /api/collections/{c}/documents`` takes the file as the body with its media type (``?title=``,
 ``?name=`` for the file name, ``?chunk_size=``, ``?chunk_overlap=``, ``?workers=``: chunks sent to the LLM
-at once), or as ``multipart/form-data`` (one ``file`` part; the same names as fields, each once). The bytes
+at once; ``?encoding=base64`` when the body is the file in base64, as TrustGraph's librarian sends it: it is
+decoded after the write gate let the request in), or as ``multipart/form-data`` (one ``file`` part; the same names
+as fields, each once). The bytes
 are checked before the answer: an unsupported or unreadable document is 415 or 422 at once and nothing is queued;
 a readable one is 202 with its id and status URL, or 200 when the same bytes are already there.
 """
 from __future__ import annotations
 
+import base64
 from collections import Counter
 
 from flask import Blueprint, Response, jsonify, request, url_for
@@ -61,6 +64,9 @@ def _collection(name: str, must_exist: bool = True) -> str:
 def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
     """``(bytes, declared media type, file name, fields)`` of the request: a multipart ``file`` part or the body."""
     fields = {key: request.args[key] for key in ("name", *_FIELDS) if key in request.args}
+    encoding = request.args.get("encoding")
+    if encoding not in (None, "base64") or (encoding and request.mimetype == MULTIPART):
+        raise BadRequest("'encoding' may only be base64, for a document sent as the body")
     if request.mimetype == MULTIPART:
         sent = form_parts(request.content_type, request.get_data(cache=False))
         counts = Counter(part.name for part in sent)
@@ -81,7 +87,13 @@ def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
         declared = part.media_type if part.media_type not in ("", "application/octet-stream") else None
         return part.data, declared, part.filename, fields
     declared = request.mimetype if request.mimetype not in ("", "application/octet-stream") else None
-    return request.get_data(cache=False), declared, fields.get("name"), fields
+    data = request.get_data(cache=False)
+    if encoding:
+        try:
+            data = base64.b64decode(data, validate=True)
+        except ValueError:
+            raise BadRequest("the body is not base64 (?encoding=base64)") from None
+    return data, declared, fields.get("name"), fields
 
 
 def _options(fields: dict[str, str]) -> IngestOptions:
