@@ -9,6 +9,7 @@ import datetime as _dt
 import re
 import unicodedata
 from collections.abc import Iterable
+from urllib.parse import quote
 
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
@@ -182,6 +183,11 @@ def activity_iri(doc_id: str) -> NamedNode:
 def agent_iri(name: str) -> NamedNode:
     """The software agent of an extraction: ``name`` is slugged (extractor, model, prompt versions)."""
     return NamedNode(f"{URN}agent:{slug(name)}")
+
+
+def processing_iri(processing_id: str) -> NamedNode:
+    """A library processing record (TrustGraph's add-processing): ``processing_id`` percent-encoded, any text."""
+    return NamedNode(f"{URN}processing:{quote(processing_id, safe='')}")
 
 
 # --- builders --------------------------------------------------------------------------------

@@ -41,12 +41,12 @@ def _queued(collection: str) -> list[Job]:
     return jobs.of_collection(collection) if jobs is not None else []
 
 
-def _queued_job(collection: str, doc_id: str) -> Job | None:
+def queued_job(collection: str, doc_id: str) -> Job | None:
     jobs = current_runtime().queued_jobs
     return jobs.get(collection, doc_id) if jobs is not None else None
 
 
-def _collection(name: str, must_exist: bool = True) -> str:
+def checked_collection(name: str, must_exist: bool = True) -> str:
     """``name``, checked; with ``must_exist``, 404 unless it holds data or has documents on the way.
 
     The queue is read before the store in this module: a job leaves the queue only after its document
@@ -117,22 +117,28 @@ def _options(fields: dict[str, str]) -> IngestOptions:
         raise BadRequest(str(exc)) from None
 
 
-def _status_url(collection: str, doc_id: str) -> str:
+def status_url(collection: str, doc_id: str) -> str:
     return url_for("documents.document", collection=collection, doc_id=doc_id)
 
 
 @blueprint.route("/api/collections/<collection>/documents", methods=["POST"])
 def ingest(collection: str) -> Response:
     require_write_access()
-    _collection(collection, must_exist=False)
+    checked_collection(collection, must_exist=False)
     data, declared, name, fields = _upload()
+    return submitted(collection, data, declared, name, _options(fields))
+
+
+def submitted(collection: str, data: bytes, declared: str | None, name: str | None,
+              options: IngestOptions) -> Response:
+    """``data`` queued for ingest into ``collection`` (202 with its id and status URL), or 200 ``unchanged`` when
+    the collection holds the same bytes; 413, 415 or 422 at once for a document that cannot be ingested."""
     limit = current_config().max_document_bytes
     if len(data) > limit:
         raise ContentTooLarge(f"the document has {len(data)} bytes, over the limit of {limit} "
                               "(GLASSGRAPH_MAX_DOCUMENT)")
-    options = _options(fields)
     doc_id, _ = document_id(data, collection)
-    url = _status_url(collection, doc_id)
+    url = status_url(collection, doc_id)
     if not options.replace and existing_document(current_store(), collection, doc_id) is not None:
         return jsonify(id=doc_id, status="unchanged", url=url,
                        message="the same bytes are already in this collection: nothing was ingested "
@@ -150,7 +156,7 @@ def ingest(collection: str) -> Response:
 @blueprint.route("/api/collections/<collection>/documents", methods=["GET"])
 def documents(collection: str) -> Response:
     """Documents in the store (``ingested``), then those queued, running or failed."""
-    _collection(collection)
+    checked_collection(collection)
     jobs = _queued(collection)
     listed = [{**doc, "status": "ingested", "error": None} for doc in list_documents(current_store(), collection)]
     stored = {doc["id"] for doc in listed}  # a job whose document was just committed is listed once
@@ -160,8 +166,8 @@ def documents(collection: str) -> Response:
 
 @blueprint.route("/api/collections/<collection>/documents/<doc_id>", methods=["GET"])
 def document(collection: str, doc_id: str) -> Response:
-    _collection(collection)
-    job = _queued_job(collection, doc_id)
+    checked_collection(collection)
+    job = queued_job(collection, doc_id)
     doc = document_of_id(doc_id)
     found = list_documents(current_store(), collection, doc) if doc is not None else []
     if found:
@@ -176,7 +182,7 @@ def document(collection: str, doc_id: str) -> Response:
 def delete(collection: str, doc_id: str) -> Response:
     """Delete a document: its text, its provenance and the facts no other document states."""
     require_write_access()
-    _collection(collection)
+    checked_collection(collection)
     doc = document_of_id(doc_id)
     if doc is None or not delete_document(current_store(), collection, doc):
         raise NotFound(f"no document {doc_id!r} in collection {collection!r}")
