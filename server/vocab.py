@@ -46,6 +46,7 @@ RDF = Namespace("http://www.w3.org/1999/02/22-rdf-syntax-ns#")
 RDFS = Namespace("http://www.w3.org/2000/01/rdf-schema#")
 XSD = Namespace("http://www.w3.org/2001/XMLSchema#")
 DC = Namespace("http://purl.org/dc/elements/1.1/")
+DCTERMS = Namespace("http://purl.org/dc/terms/")  # only TrustGraph's CLI reads it (server/http/triples.py)
 SKOS = Namespace("http://www.w3.org/2004/02/skos/core#")
 ENTITY = Namespace("https://trustgraph.ai/e/")  # extracted entities
 RELATION = Namespace("https://trustgraph.ai/r/")  # extracted relations

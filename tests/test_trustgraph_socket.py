@@ -341,6 +341,10 @@ def test_rest_forms_answer_as_the_socket_does_and_refuse_bad_requests(server: Pr
     provenance = post("flow/default/service/triples", {"s": {"t": "i", "i": document["id"]}, "g": "urn:graph:source",
                                                        "collection": "notes", "limit": 50}).json()
     assert {"t": "i", "i": "https://trustgraph.ai/ns/Document"} in [t["o"] for t in provenance]
+    titled = post("flow/default/service/triples", {"s": {"t": "i", "i": document["id"]}, "g": "urn:graph:source",
+                                                   "p": {"t": "i", "i": "http://purl.org/dc/terms/title"},
+                                                   "collection": "notes"}).json()
+    assert [(t["p"]["i"], t["o"]["v"]) for t in titled] == [("http://purl.org/dc/terms/title", "egypt.txt")]
     spaced = post("librarian", {"operation": "list-documents", "collection": "my notes"})
     assert spaced.status_code == 400 and "'my notes'" in spaced.json()["error"]["message"]  # the name as given
     content = post("librarian", {"operation": "get-document-content", "document-id": document["id"]}).json()
@@ -389,7 +393,7 @@ def test_the_real_trustgraph_cli_adds_lists_and_traces_a_library_document(server
         time.sleep(0.5)
     assert tree.returncode == 0, tree.stderr
     assert [line.strip() for line in tree.stdout.splitlines() if line.strip()] == [
-        f"Document: {iri}", 'Content: "The Aswan High Dam was completed in 1970."',
+        f"Document: {iri}", 'Title: "Dam"', 'Content: "The Aswan High Dam was completed in 1970."',
         "└── Page: Page 1", 'Content: "The Aswan High Dam was completed in 1970."',
         "└── Chunk: Chunk 1", 'Content: "The Aswan High Dam was completed in 1970."']
 
