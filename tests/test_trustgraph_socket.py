@@ -514,3 +514,24 @@ def test_processing_records_outlive_a_restart(tmp_path: Path) -> None:
         assert abs(kept["time"] - time.time()) < 120
     finally:
         again.close()
+
+
+@pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
+                    "(the README's test command installs it)")
+def test_trustgraph_s_explain_tools_read_a_glassgraph_document_rag_trace(server: ProductionServer) -> None:
+    explained = trustgraph_cli("invoke_document_rag", server, "-x", "-C", "notes", "-q",
+                               "When was the Suez Canal completed?")
+    assert explained.returncode == 0 and "1869" in explained.stdout, explained.stderr
+    blocks = [line.strip() for line in explained.stderr.splitlines() if line.strip()]
+    kinds = [line.split("]")[0] + "]" for line in blocks if line.startswith("[")]
+    assert kinds == ["[question]", "[grounding]", "[exploration]", "[synthesis]"], blocks
+    for shown in ("Query: When was the Suez Canal completed?", "Concept: Suez", "Chunks retrieved: 1"):
+        assert shown in blocks, (shown, blocks)
+    shown = trustgraph_cli("show_explain_trace", server, blocks[0].split()[1])
+    assert shown.returncode == 0, shown.stderr
+    lines = [line.strip() for line in shown.stdout.splitlines() if line.strip()]
+    # its client tells a document RAG session only by "docrag" in the session's IRI, so it shows GraphRAG's view
+    for expected in ("Question: When was the Suez Canal completed?", "--- Exploration ---",
+                     "--- Focus (Edge Selection) ---", "--- Synthesis ---", "Answer:",
+                     "The Suez Canal was completed in 1869 [1]."):
+        assert expected in lines, (expected, "\n".join(lines))
