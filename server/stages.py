@@ -175,13 +175,10 @@ def _session(graph: NamedNode, session_id: str, result: SessionStarted) -> list[
 def _edges_retrieved(graph: NamedNode, session_id: str, result: EdgesRetrieved) -> list[Quad]:
     """Each retrieved edge as a triple term (``tg:retrievedEdge``, decision 15), each seed (``tg:seed``), why
     each seed was taken (``tg:seedReason``), and the passages when asked for."""
-    grounding = grounding_iri(session_id)
-    quads = entity_quads(graph, grounding, [
-        (RDF.type, PROV.Entity), (RDF.type, TG.Grounding), (RDFS.label, Literal("Grounding")),
-        (PROV.wasDerivedFrom, SESSION.iri(session_id)), *((TG.concept, Literal(name)) for name in result.seed_names)])
+    quads = _grounding(graph, session_id, result.seed_names)
     quads += entity_quads(graph, RETRIEVAL.iri(session_id), [
         (RDF.type, PROV.Entity), (RDF.type, TG.Exploration), (RDFS.label, Literal("Retrieved edges")),
-        (PROV.wasGeneratedBy, SESSION.iri(session_id)), (PROV.wasDerivedFrom, grounding),
+        (PROV.wasGeneratedBy, SESSION.iri(session_id)), (PROV.wasDerivedFrom, grounding_iri(session_id)),
         (TG.edgeCount, integer_literal(len(result.edges))),
         *((TG.retrievedEdge, edge) for edge, _ in result.edges), *((TG.seed, seed) for seed in result.seeds),
         *((TG.entity, seed) for seed in result.seeds),
@@ -190,10 +187,21 @@ def _edges_retrieved(graph: NamedNode, session_id: str, result: EdgesRetrieved) 
 
 
 def _passages_retrieved(graph: NamedNode, session_id: str, result: PassagesRetrieved) -> list[Quad]:
-    return entity_quads(graph, RETRIEVAL.iri(session_id), [
+    """The passages, derived from a grounding of the query terms, counted as TrustGraph counts a document RAG
+    exploration's chunks (``tg:chunkCount``)."""
+    return _grounding(graph, session_id, result.terms) + entity_quads(graph, RETRIEVAL.iri(session_id), [
         (RDF.type, PROV.Entity), (RDF.type, TG.Exploration), (RDFS.label, Literal("Retrieved passages")),
-        (PROV.wasGeneratedBy, SESSION.iri(session_id))]) + _passage_nodes(graph, session_id, result.terms,
-                                                                            result.passages)
+        (PROV.wasGeneratedBy, SESSION.iri(session_id)), (PROV.wasDerivedFrom, grounding_iri(session_id)),
+        (TG.chunkCount, integer_literal(len(result.passages)))]) + _passage_nodes(graph, session_id, result.terms,
+                                                                                   result.passages)
+
+
+def _grounding(graph: NamedNode, session_id: str, concepts: Iterable[str]) -> list[Quad]:
+    """TrustGraph 2.x's grounding of the question (its ``concepts``: GraphRAG's seeds' labels, document RAG's query
+    terms), which the retrieval derives from and lists as a member."""
+    return entity_quads(graph, grounding_iri(session_id), [
+        (RDF.type, PROV.Entity), (RDF.type, TG.Grounding), (RDFS.label, Literal("Grounding")),
+        (PROV.wasDerivedFrom, SESSION.iri(session_id)), *((TG.concept, Literal(name)) for name in concepts)])
 
 
 def _passage_nodes(graph: NamedNode, session_id: str, terms: Iterable[str], passages: list[Scored]) -> list[Quad]:

@@ -9,6 +9,7 @@ import datetime as _dt
 import re
 import unicodedata
 from collections.abc import Iterable
+from urllib.parse import quote
 
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
@@ -45,6 +46,7 @@ RDF = Namespace("http://www.w3.org/1999/02/22-rdf-syntax-ns#")
 RDFS = Namespace("http://www.w3.org/2000/01/rdf-schema#")
 XSD = Namespace("http://www.w3.org/2001/XMLSchema#")
 DC = Namespace("http://purl.org/dc/elements/1.1/")
+DCTERMS = Namespace("http://purl.org/dc/terms/")  # only TrustGraph's CLI reads it (server/http/triples.py)
 SKOS = Namespace("http://www.w3.org/2004/02/skos/core#")
 ENTITY = Namespace("https://trustgraph.ai/e/")  # extracted entities
 RELATION = Namespace("https://trustgraph.ai/r/")  # extracted relations
@@ -182,6 +184,11 @@ def activity_iri(doc_id: str) -> NamedNode:
 def agent_iri(name: str) -> NamedNode:
     """The software agent of an extraction: ``name`` is slugged (extractor, model, prompt versions)."""
     return NamedNode(f"{URN}agent:{slug(name)}")
+
+
+def processing_iri(processing_id: str) -> NamedNode:
+    """A library processing record (TrustGraph's add-processing): ``processing_id`` percent-encoded, any text."""
+    return NamedNode(f"{URN}processing:{quote(processing_id, safe='')}")
 
 
 # --- builders --------------------------------------------------------------------------------

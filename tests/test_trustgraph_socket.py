@@ -403,6 +403,10 @@ def test_rest_forms_answer_as_the_socket_does_and_refuse_bad_requests(server: Pr
     provenance = post("flow/default/service/triples", {"s": {"t": "i", "i": document["id"]}, "g": "urn:graph:source",
                                                        "collection": "notes", "limit": 50}).json()
     assert {"t": "i", "i": "https://trustgraph.ai/ns/Document"} in [t["o"] for t in provenance]
+    titled = post("flow/default/service/triples", {"s": {"t": "i", "i": document["id"]}, "g": "urn:graph:source",
+                                                   "p": {"t": "i", "i": "http://purl.org/dc/terms/title"},
+                                                   "collection": "notes"}).json()
+    assert [(t["p"]["i"], t["o"]["v"]) for t in titled] == [("http://purl.org/dc/terms/title", "egypt.txt")]
     spaced = post("librarian", {"operation": "list-documents", "collection": "my notes"})
     assert spaced.status_code == 400 and "'my notes'" in spaced.json()["error"]["message"]  # the name as given
     content = post("librarian", {"operation": "get-document-content", "document-id": document["id"]}).json()
@@ -413,11 +417,23 @@ def test_rest_forms_answer_as_the_socket_does_and_refuse_bad_requests(server: Pr
                                ("librarian", {"operation": "remove-document"}, 400),
                                ("librarian", {"operation": "get-document-content", "document-id": "urn:x:none"}, 404),
                                ("librarian", {"operation": "add-document", "document-metadata": {}, "content": "%%"},
-                                400),
+                                401),  # refused for want of a token before its content is read
                                ("librarian", {"operation": "add-document", "document-metadata": {"kind": "text/plain"},
                                               "content": base64.b64encode(b"x").decode()}, 401)):  # no token
         refused = post(path, body)
         assert refused.status_code == status and set(refused.json()["error"]) == {"type", "message"}, (path, body)
+
+
+def test_an_anonymous_add_document_is_refused_before_its_content_is_decoded(server: ProductionServer) -> None:
+    added = {"operation": "add-document", "document-metadata": {"title": "x"}, "content": "not base64 %%"}
+    with socket(server) as anyone, socket(server, TOKEN) as writer:
+        [refused] = answers(anyone, {"id": "a", "service": "librarian", "request": added})
+        assert refused["error"]["type"] == "unauthorized", refused
+        [malformed] = answers(writer, {"id": "w", "service": "librarian", "request": added})
+        assert malformed["error"]["type"] == "bad-request" and "base64" in malformed["error"]["message"]
+    for path in ("librarian", "flow/default/service/librarian"):
+        rest = requests.post(f"{server.url}/api/v1/{path}", json=added, timeout=60)
+        assert (rest.status_code, rest.json()["error"]["type"]) == (401, "unauthorized"), rest.text
 
 
 @pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
@@ -439,7 +455,7 @@ def test_the_real_trustgraph_cli_adds_lists_and_traces_a_library_document(server
         time.sleep(0.5)
     assert tree.returncode == 0, tree.stderr
     assert [line.strip() for line in tree.stdout.splitlines() if line.strip()] == [
-        f"Document: {iri}", 'Content: "The Aswan High Dam was completed in 1970."',
+        f"Document: {iri}", 'Title: "Dam"', 'Content: "The Aswan High Dam was completed in 1970."',
         "└── Page: Page 1", 'Content: "The Aswan High Dam was completed in 1970."',
         "└── Chunk: Chunk 1", 'Content: "The Aswan High Dam was completed in 1970."']
 
@@ -485,3 +501,99 @@ def test_socket_terms_are_spelled_as_trustgraph_2_spells_them_and_read_in_either
                                 "o": {"t": "l", "v": "3", "dt": "http://e/d"}}}},
         {"o": {"t": "l", "v": "x", "ln": "de"}}]}
     assert wire_term(spelled["response"][0]["o"]) == wire_term(term_wire(fact)) == fact
+
+
+def collection_documents(server: ProductionServer, collection: str) -> list[dict]:
+    """The documents of ``collection``, once none is queued or running (the ingest goes on in the background)."""
+    deadline = time.monotonic() + 60
+    while True:
+        listed = requests.get(f"{server.url}/api/collections/{collection}/documents", timeout=30).json()["documents"]
+        if all(document["status"] not in ("queued", "running") for document in listed):
+            return listed
+        assert time.monotonic() < deadline, listed
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
+                    "(the README's test command installs it)")
+def test_the_real_trustgraph_cli_starts_lists_and_stops_library_processing(server: ProductionServer) -> None:
+    [egypt] = collection_documents(server, "notes")
+
+    def start(processing_id: str, collection: str, *token: str) -> str:
+        started = trustgraph_cli("start_library_processing", server, *token, "-d", egypt["iri"], "--id",
+                                 processing_id, "--collection", collection, "--tags", "a,b")
+        assert started.returncode == 0, started.stderr
+        return started.stdout.strip()
+
+    assert start("p1", "processed", "-t", TOKEN) == ""
+    [copy] = collection_documents(server, "processed")  # the library document ingested into the record's collection
+    assert (copy["status"], copy["title"], copy["sha256"]) == ("ingested", "egypt.txt", egypt["sha256"])
+    assert start("p2", "processed", "-t", TOKEN) == start("p3", "notes", "-t", TOKEN) == ""  # there already
+    assert [d["id"] for d in collection_documents(server, "processed")] == [copy["id"]]
+    assert [d["id"] for d in collection_documents(server, "notes")] == [egypt["id"]]
+    assert start("p1", "other", "-t", TOKEN) == "Exception: Status code 400"  # an id taken
+    assert start("p4", "other") == "Exception: Status code 401"  # no token
+    assert trustgraph_cli("stop_library_processing", server, "-t", TOKEN, "--id", "p2").returncode == 0
+    shown = trustgraph_cli("show_library_processing", server)
+    assert shown.returncode == 0, shown.stderr
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in shown.stdout.splitlines()
+            if line.startswith("| ")]
+    assert [value for key, value in rows if key == "id"] == ["p1", "p3"]
+    assert [value for key, value in rows if key == "collection"] == ["processed", "notes"]
+    assert {value for key, value in rows if key == "document-id"} == {egypt["iri"]}
+    assert {value for key, value in rows if key == "tags"} == {"a, b"}
+    for body, status in (({"operation": "add-processing"}, 400), ({"operation": "remove-processing",
+                                                                   "processing-id": "p2"}, 404),
+                         ({"operation": "add-processing", "processing-metadata": {
+                             "id": "p5", "document-id": "urn:trustgraph:doc:none", "collection": "c"}}, 404),
+                         ({"operation": "add-processing", "processing-metadata": {
+                             "id": "p5", "document-id": egypt["iri"], "collection": "c", "tags": [1]}}, 400)):
+        refused = requests.post(f"{server.url}/api/v1/librarian", json=body, timeout=30,
+                                headers={"Authorization": f"Bearer {TOKEN}"})
+        assert refused.status_code == status and set(refused.json()["error"]) == {"type", "message"}, body
+
+
+def test_processing_records_outlive_a_restart(tmp_path: Path) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    live = ProductionServer(tmp_path / "store")
+    try:
+        added = requests.post(f"{live.url}/api/collections/notes/documents", params={"name": "egypt.txt"},
+                              data=CANAL.encode(), headers={**auth, "Content-Type": "text/plain"}, timeout=30).json()
+        [egypt] = collection_documents(live, "notes")
+        record = {"operation": "add-processing", "processing-metadata": {
+            "id": "kept", "document-id": egypt["iri"], "collection": "notes", "time": 0, "flow": "default"}}
+        started = requests.post(f"{live.url}/api/v1/librarian", json=record, headers=auth, timeout=30)
+        assert started.status_code == 200 and started.json()["status"] == "unchanged", started.text
+        assert started.json()["document-id"] == f"urn:trustgraph:doc:{added['id']}"
+    finally:
+        live.close()
+    again = ProductionServer(tmp_path / "store")
+    try:
+        listed = requests.post(f"{again.url}/api/v1/librarian", json={"operation": "list-processing"}, timeout=30)
+        [kept] = listed.json()["processing-metadatas"]
+        assert {key: kept[key] for key in ("id", "document-id", "collection", "flow", "tags")} == {
+            "id": "kept", "document-id": egypt["iri"], "collection": "notes", "flow": "default", "tags": []}
+        assert abs(kept["time"] - time.time()) < 120
+    finally:
+        again.close()
+
+
+@pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
+                    "(the README's test command installs it)")
+def test_trustgraph_s_explain_tools_read_a_glassgraph_document_rag_trace(server: ProductionServer) -> None:
+    explained = trustgraph_cli("invoke_document_rag", server, "-x", "-C", "notes", "-q",
+                               "When was the Suez Canal completed?")
+    assert explained.returncode == 0 and "1869" in explained.stdout, explained.stderr
+    blocks = [line.strip() for line in explained.stderr.splitlines() if line.strip()]
+    kinds = [line.split("]")[0] + "]" for line in blocks if line.startswith("[")]
+    assert kinds == ["[question]", "[grounding]", "[exploration]", "[synthesis]"], blocks
+    for shown in ("Query: When was the Suez Canal completed?", "Concept: Suez", "Chunks retrieved: 1"):
+        assert shown in blocks, (shown, blocks)
+    shown = trustgraph_cli("show_explain_trace", server, blocks[0].split()[1])
+    assert shown.returncode == 0, shown.stderr
+    lines = [line.strip() for line in shown.stdout.splitlines() if line.strip()]
+    # its client tells a document RAG session only by "docrag" in the session's IRI, so it shows GraphRAG's view
+    for expected in ("Question: When was the Suez Canal completed?", "--- Exploration ---",
+                     "--- Focus (Edge Selection) ---", "--- Synthesis ---", "Answer:",
+                     "The Suez Canal was completed in 1869 [1]."):
+        assert expected in lines, (expected, "\n".join(lines))

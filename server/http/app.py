@@ -32,6 +32,7 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
         dataset,
         documents,
         graph_store,
+        library,
         neighbourhood,
         ops,
         sources,
@@ -41,8 +42,8 @@ def create_app(config: Config | None = None, store: StoreBackend | None = None) 
         trustgraph_rest,
     )
 
-    for module in (ops, sparql, sparql_editor, graph_store, api, triples, documents, console, sources, neighbourhood,
-                   dataset, trustgraph_rest):
+    for module in (ops, sparql, sparql_editor, graph_store, api, triples, documents, library, console, sources,
+                   neighbourhood, dataset, trustgraph_rest):
         app.register_blueprint(module.blueprint)
     install_write_gate(app)  # before the body is read
     install_whole_body_reading(app)

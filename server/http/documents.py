@@ -2,12 +2,15 @@
 
 ``POST /api/collections/{c}/documents`` takes the file as the body with its media type (``?title=``,
 ``?name=`` for the file name, ``?chunk_size=``, ``?chunk_overlap=``, ``?workers=``: chunks sent to the LLM
-at once), or as ``multipart/form-data`` (one ``file`` part; the same names as fields, each once). The bytes
+at once; ``?encoding=base64`` when the body is the file in base64, as TrustGraph's librarian sends it: it is
+decoded after the write gate let the request in), or as ``multipart/form-data`` (one ``file`` part; the same names
+as fields, each once). The bytes
 are checked before the answer: an unsupported or unreadable document is 415 or 422 at once and nothing is queued;
 a readable one is 202 with its id and status URL, or 200 when the same bytes are already there.
 """
 from __future__ import annotations
 
+import base64
 from collections import Counter
 
 from flask import Blueprint, Response, jsonify, request, url_for
@@ -38,12 +41,12 @@ def _queued(collection: str) -> list[Job]:
     return jobs.of_collection(collection) if jobs is not None else []
 
 
-def _queued_job(collection: str, doc_id: str) -> Job | None:
+def queued_job(collection: str, doc_id: str) -> Job | None:
     jobs = current_runtime().queued_jobs
     return jobs.get(collection, doc_id) if jobs is not None else None
 
 
-def _collection(name: str, must_exist: bool = True) -> str:
+def checked_collection(name: str, must_exist: bool = True) -> str:
     """``name``, checked; with ``must_exist``, 404 unless it holds data or has documents on the way.
 
     The queue is read before the store in this module: a job leaves the queue only after its document
@@ -61,6 +64,9 @@ def _collection(name: str, must_exist: bool = True) -> str:
 def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
     """``(bytes, declared media type, file name, fields)`` of the request: a multipart ``file`` part or the body."""
     fields = {key: request.args[key] for key in ("name", *_FIELDS) if key in request.args}
+    encoding = request.args.get("encoding")
+    if encoding not in (None, "base64") or (encoding and request.mimetype == MULTIPART):
+        raise BadRequest("'encoding' may only be base64, for a document sent as the body")
     if request.mimetype == MULTIPART:
         sent = form_parts(request.content_type, request.get_data(cache=False))
         counts = Counter(part.name for part in sent)
@@ -81,7 +87,13 @@ def _upload() -> tuple[bytes, str | None, str | None, dict[str, str]]:
         declared = part.media_type if part.media_type not in ("", "application/octet-stream") else None
         return part.data, declared, part.filename, fields
     declared = request.mimetype if request.mimetype not in ("", "application/octet-stream") else None
-    return request.get_data(cache=False), declared, fields.get("name"), fields
+    data = request.get_data(cache=False)
+    if encoding:
+        try:
+            data = base64.b64decode(data, validate=True)
+        except ValueError:
+            raise BadRequest("the body is not base64 (?encoding=base64)") from None
+    return data, declared, fields.get("name"), fields
 
 
 def _options(fields: dict[str, str]) -> IngestOptions:
@@ -105,22 +117,28 @@ def _options(fields: dict[str, str]) -> IngestOptions:
         raise BadRequest(str(exc)) from None
 
 
-def _status_url(collection: str, doc_id: str) -> str:
+def status_url(collection: str, doc_id: str) -> str:
     return url_for("documents.document", collection=collection, doc_id=doc_id)
 
 
 @blueprint.route("/api/collections/<collection>/documents", methods=["POST"])
 def ingest(collection: str) -> Response:
     require_write_access()
-    _collection(collection, must_exist=False)
+    checked_collection(collection, must_exist=False)
     data, declared, name, fields = _upload()
+    return submitted(collection, data, declared, name, _options(fields))
+
+
+def submitted(collection: str, data: bytes, declared: str | None, name: str | None,
+              options: IngestOptions) -> Response:
+    """``data`` queued for ingest into ``collection`` (202 with its id and status URL), or 200 ``unchanged`` when
+    the collection holds the same bytes; 413, 415 or 422 at once for a document that cannot be ingested."""
     limit = current_config().max_document_bytes
     if len(data) > limit:
         raise ContentTooLarge(f"the document has {len(data)} bytes, over the limit of {limit} "
                               "(GLASSGRAPH_MAX_DOCUMENT)")
-    options = _options(fields)
     doc_id, _ = document_id(data, collection)
-    url = _status_url(collection, doc_id)
+    url = status_url(collection, doc_id)
     if not options.replace and existing_document(current_store(), collection, doc_id) is not None:
         return jsonify(id=doc_id, status="unchanged", url=url,
                        message="the same bytes are already in this collection: nothing was ingested "
@@ -138,7 +156,7 @@ def ingest(collection: str) -> Response:
 @blueprint.route("/api/collections/<collection>/documents", methods=["GET"])
 def documents(collection: str) -> Response:
     """Documents in the store (``ingested``), then those queued, running or failed."""
-    _collection(collection)
+    checked_collection(collection)
     jobs = _queued(collection)
     listed = [{**doc, "status": "ingested", "error": None} for doc in list_documents(current_store(), collection)]
     stored = {doc["id"] for doc in listed}  # a job whose document was just committed is listed once
@@ -148,8 +166,8 @@ def documents(collection: str) -> Response:
 
 @blueprint.route("/api/collections/<collection>/documents/<doc_id>", methods=["GET"])
 def document(collection: str, doc_id: str) -> Response:
-    _collection(collection)
-    job = _queued_job(collection, doc_id)
+    checked_collection(collection)
+    job = queued_job(collection, doc_id)
     doc = document_of_id(doc_id)
     found = list_documents(current_store(), collection, doc) if doc is not None else []
     if found:
@@ -164,7 +182,7 @@ def document(collection: str, doc_id: str) -> Response:
 def delete(collection: str, doc_id: str) -> Response:
     """Delete a document: its text, its provenance and the facts no other document states."""
     require_write_access()
-    _collection(collection)
+    checked_collection(collection)
     doc = document_of_id(doc_id)
     if doc is None or not delete_document(current_store(), collection, doc):
         raise NotFound(f"no document {doc_id!r} in collection {collection!r}")

@@ -4,13 +4,15 @@
 The body is ``{"s", "p", "o"}`` (each optional, a term in the wire form of ``server.explain.wire``: an IRI,
 a literal or a triple term), ``collection`` (its knowledge graph; default: the configured collection) or
 ``g`` (a graph's IRI; TrustGraph's names ``urn:graph:source`` and ``urn:graph:retrieval`` are the collection's
-source graph and the explainability graph) and ``limit`` (1 to ``GLASSGRAPH_MAX_ROWS``, default 100). The answer is
+source graph and the explainability graph; in the former a ``dc:title`` is answered as ``dcterms:title`` too, the
+title TrustGraph's ``tg-show-extraction-provenance`` reads) and ``limit`` (1 to ``GLASSGRAPH_MAX_ROWS``, default
+100). The answer is
 ``{"triples": [{"s", "p", "o", "g"}], "truncated"}``: ``truncated`` when more quads match than ``limit``.
 """
 from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
-from pyoxigraph import NamedNode, Triple
+from pyoxigraph import NamedNode, Quad, Triple
 
 from server import vocab
 from server.errors import BadRequest
@@ -43,8 +45,25 @@ def triples() -> Response:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= high:
         raise BadRequest(f"'limit' must be an integer between 1 and {high} (GLASSGRAPH_MAX_ROWS), got {limit!r}")
     store = current_store()
-    found = list(store.quads(subject, predicate, obj, _graph(body), limit=limit + 1))
-    return jsonify(triples=[quad_wire(quad) for quad in found[:limit]], truncated=len(found) > limit)
+    trustgraph_source = body.get("g") == TRUSTGRAPH_SOURCE_GRAPH
+    stored = vocab.DC.title if trustgraph_source and predicate == vocab.DCTERMS.title else predicate
+    found = list(store.quads(subject, stored, obj, _graph(body), limit=limit + 1))
+    answered = _with_dcterms_titles(found[:limit], predicate) if trustgraph_source else found[:limit]
+    return jsonify(triples=[quad_wire(quad) for quad in answered], truncated=len(found) > limit)
+
+
+def _with_dcterms_titles(quads: list[Quad], asked: NamedNode | None) -> list[Quad]:
+    """``quads`` with each ``dc:title`` (DC elements 1.1, which Glassgraph and TrustGraph's own provenance write)
+    as ``dcterms:title`` (which TrustGraph's CLI reads) too, or instead when that was the predicate ``asked``."""
+    answered = []
+    for quad in quads:
+        if quad.predicate == vocab.DC.title and asked != vocab.DC.title:
+            if asked is None:
+                answered.append(quad)
+            answered.append(Quad(quad.subject, vocab.DCTERMS.title, quad.object, quad.graph_name))
+        else:
+            answered.append(quad)
+    return answered
 
 
 def _term(body: dict, name: str) -> Term | None:

@@ -289,16 +289,16 @@ def _librarian(request: dict) -> Internal:
         metadata = request.get("document-metadata")
         if not isinstance(metadata, dict) or not isinstance(request.get("content"), str):
             raise RequestError("add-document needs 'document-metadata' (an object) and 'content' (base64)")
-        try:
-            content = base64.b64decode(request["content"], validate=True)
-        except ValueError:
-            raise RequestError("'content' is not base64") from None
         kind, title = metadata.get("kind") or "text/plain", metadata.get("title") or metadata.get("id") or "document"
         if not isinstance(kind, str) or not isinstance(title, str):
             raise RequestError("'kind' and 'title' must be strings")
-        return Internal("POST", documents, _added_frames, query={"name": title}, body=content, content_type=kind)
+        # the content goes on as it came: decoded by the app, once the write gate let the request in
+        return Internal("POST", documents, _added_frames, query={"name": title, "encoding": "base64"},
+                        body=request["content"].encode("utf-8", "surrogatepass"), content_type=kind)
+    if operation in PROCESSING_OPERATIONS:
+        return PROCESSING_OPERATIONS[operation](request)
     raise RequestError(f"unknown librarian operation {operation!r}; this server offers get-document-content, "
-                       "list-documents and add-document", "unknown-operation")
+                       f"list-documents, add-document and {', '.join(PROCESSING_OPERATIONS)}", "unknown-operation")
 
 
 def _content_frames(status: int, headers: dict[str, str], body: Iterator[bytes]) -> Iterator[dict]:
@@ -322,6 +322,50 @@ def _added_frames(job: dict) -> Iterator[dict]:
     yield {"response": {"document-id": f"{vocab.URN}doc:{job['id']}", "status": job["status"], "url": job["url"]},
            "complete": True}
 
+
+def _add_processing(request: dict) -> Internal:
+    """A processing record for ``/api/library/processing`` (``server.http.library``): the document ingested into
+    the record's collection unless it is there."""
+    metadata = request.get("processing-metadata")
+    if not isinstance(metadata, dict):
+        raise RequestError("add-processing needs 'processing-metadata' (an object)")
+    record = {"id": metadata.get("id"), "document": metadata.get("document-id"), "collection":
+              metadata.get("collection"), "flow": metadata.get("flow") or "default", "tags": metadata.get("tags") or []}
+    return Internal("POST", LIBRARY_PROCESSING, _added_frames, body=json.dumps(record).encode())
+
+
+def _remove_processing(request: dict) -> Internal:
+    processing_id = request.get("processing-id")
+    if not isinstance(processing_id, str) or not processing_id:
+        raise RequestError("remove-processing needs the 'processing-id' of a record")
+    try:
+        processing_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RequestError("the 'processing-id' holds a lone surrogate (\\ud800-\\udfff): not text") from None
+    return Internal("DELETE", LIBRARY_PROCESSING, _removed_frames, query={"id": processing_id})
+
+
+@_json_frames
+def _removed_frames(removed: dict) -> Iterator[dict]:
+    """A record removed: TrustGraph's empty response."""
+    yield {"response": {}, "complete": True}
+
+
+@_json_frames
+def _processing_frames(listing: dict) -> Iterator[dict]:
+    """The library's processing records as TrustGraph's processing metadata."""
+    yield {"response": {"processing-metadatas": [
+        {"id": record["id"], "document-id": record["document"], "time": record["time"], "flow": record["flow"],
+         "collection": record["collection"], "tags": record["tags"]} for record in listing["processing"]]},
+        "complete": True}
+
+
+LIBRARY_PROCESSING = "/api/library/processing"
+PROCESSING_OPERATIONS: dict[str, Callable[[dict], Internal]] = {
+    "add-processing": _add_processing,
+    "list-processing": lambda request: Internal("GET", LIBRARY_PROCESSING, _processing_frames),
+    "remove-processing": _remove_processing,
+}
 
 SERVICES: dict[str, Callable[[dict], Internal]] = {
     "graph-rag": _rag("/api/graph-rag", GRAPH_LIMITS),

@@ -44,14 +44,15 @@ def token_accepted(config: Config, token: str) -> bool:
 
 
 def is_write(method: str, path: str, content_type: str | None) -> bool:
-    """Whether the request head alone shows a write: a Graph Store write, a document upload or delete,
-    or an update sent as ``application/sparql-update``. (A form POST to ``/sparql`` may be a query,
-    which anyone may send: its body, at most ``GLASSGRAPH_MAX_BODY``, is read before it is told apart.)"""
+    """Whether the request head alone shows a write: a Graph Store write, a document upload or delete, a
+    library processing record added or removed, or an update sent as ``application/sparql-update``. (A form
+    POST to ``/sparql`` may be a query, which anyone may send: its body, at most ``GLASSGRAPH_MAX_BODY``, is
+    read before it is told apart.)"""
     if method not in _WRITE_METHODS:
         return False
     if path == "/store" or path.startswith("/store/"):
         return True
-    if path.startswith("/api/collections/") and "/documents" in path:
+    if (path.startswith("/api/collections/") and "/documents" in path) or path.startswith("/api/library/"):
         return True
     media = (content_type or "").split(";", 1)[0].strip().lower()
     return path == "/sparql" and method == "POST" and media == "application/sparql-update"
