@@ -65,6 +65,19 @@ def test_a_named_entity_is_answered_by_the_relation_the_question_means_not_refus
     assert all("only relation" in reason for _, reason in choice.chosen)
 
 
+def test_the_only_relation_is_walked_there_and_back_when_the_question_says_same() -> None:
+    cast = edges(("First Men in the Moon", "starred actors", "Edward Judd"),
+                 ("First Men in the Moon", "starred actors", "Martha Hyer"),
+                 ("The Day the Earth Caught Fire", "starred actors", "Edward Judd"),
+                 ("The Day the Earth Caught Fire", "starred actors", "Janet Munro"),
+                 ("The Day the Earth Caught Fire", "directed by", "Val Guest"))
+    # "appeared" is nowhere near "starred actors" (0.11): the name's only relation answers, walked back for "same"
+    choice = chains.choose("who appeared in the same movie with Edward Judd", cast)
+    chosen = [labels for i, labels in cast if i in dict(choice.chosen)]
+    assert {o for _, _, o in chosen} == {"Edward Judd", "Martha Hyer", "Janet Munro"}
+    assert all("walked there and back" in reason for _, reason in choice.chosen)
+
+
 def test_an_off_topic_question_about_a_named_entity_is_still_refused() -> None:
     country = edges(("Canada", "capital", "Ottawa"), ("Canada", "currency", "Canadian dollar"),
                     ("Canada", "borders", "United States"))
