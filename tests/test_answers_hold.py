@@ -111,6 +111,10 @@ def test_a_multi_hop_answer_is_told_from_the_entity_the_chain_reaches_first() ->
     answer = extractive_answer([("France", "capital", "Paris"), ("Italy", "borders", "France"),
                                 ("Spain", "borders", "France"), ("Germany", "borders", "France")])
     assert answer == "The capital of France is Paris [1]. France is the border of Italy, Spain and Germany [2][3][4]."
+    both_ways = [("France", "capital", "Paris"), ("Italy", "borders", "France"), ("France", "borders", "Italy"),
+                 ("Spain", "borders", "France"), ("France", "borders", "Spain")]
+    told = "The capital of France is Paris [1]. The borders of France are Italy and Spain [2][3][4][5]."
+    assert extractive_answer(both_ways) == told  # a symmetric relation, told from the entity its pairs share
 
 
 def test_a_common_word_or_short_label_is_no_mention(store: GraphStore) -> None:
