@@ -124,6 +124,9 @@ def test_a_common_word_or_short_label_is_no_mention(store: GraphStore) -> None:
     text = "Software tools for Real work ship on Mon. Paris has them, written in France."
     found = {term.value.rsplit("/", 1)[-1] for term in index.mentioned(text, "default")}
     assert found == {"France", "Paris"}  # the labels "software", "tools", "real" are words; "Mon" is short
+    load(store, [("World", "population", "7 billion")])
+    worded = "World trade grew. The world's ports in France stay busy."
+    assert {term.value.rsplit("/", 1)[-1] for term in LabelIndex(store).mentioned(worded, "default")} == {"France"}
 
 
 def test_an_answer_its_edges_do_not_hold_is_marked_and_replaced(france_store: GraphStore,
