@@ -65,6 +65,19 @@ def test_a_named_entity_is_answered_by_the_relation_the_question_means_not_refus
     assert all("only relation" in reason for _, reason in choice.chosen)
 
 
+def test_the_only_relation_is_walked_there_and_back_when_the_question_says_same() -> None:
+    cast = edges(("First Men in the Moon", "starred actors", "Edward Judd"),
+                 ("First Men in the Moon", "starred actors", "Martha Hyer"),
+                 ("The Day the Earth Caught Fire", "starred actors", "Edward Judd"),
+                 ("The Day the Earth Caught Fire", "starred actors", "Janet Munro"),
+                 ("The Day the Earth Caught Fire", "directed by", "Val Guest"))
+    # "appeared" is nowhere near "starred actors" (0.11): the name's only relation answers, walked back for "same"
+    choice = chains.choose("who appeared in the same movie with Edward Judd", cast)
+    chosen = [labels for i, labels in cast if i in dict(choice.chosen)]
+    assert {o for _, _, o in chosen} == {"Edward Judd", "Martha Hyer", "Janet Munro"}
+    assert all("walked there and back" in reason for _, reason in choice.chosen)
+
+
 def test_an_off_topic_question_about_a_named_entity_is_still_refused() -> None:
     country = edges(("Canada", "capital", "Ottawa"), ("Canada", "currency", "Canadian dollar"),
                     ("Canada", "borders", "United States"))
@@ -98,6 +111,10 @@ def test_a_multi_hop_answer_is_told_from_the_entity_the_chain_reaches_first() ->
     answer = extractive_answer([("France", "capital", "Paris"), ("Italy", "borders", "France"),
                                 ("Spain", "borders", "France"), ("Germany", "borders", "France")])
     assert answer == "The capital of France is Paris [1]. France is the border of Italy, Spain and Germany [2][3][4]."
+    both_ways = [("France", "capital", "Paris"), ("Italy", "borders", "France"), ("France", "borders", "Italy"),
+                 ("Spain", "borders", "France"), ("France", "borders", "Spain")]
+    told = "The capital of France is Paris [1]. The borders of France are Italy and Spain [2][3][4][5]."
+    assert extractive_answer(both_ways) == told  # a symmetric relation, told from the entity its pairs share
 
 
 def test_a_common_word_or_short_label_is_no_mention(store: GraphStore) -> None:
@@ -107,6 +124,9 @@ def test_a_common_word_or_short_label_is_no_mention(store: GraphStore) -> None:
     text = "Software tools for Real work ship on Mon. Paris has them, written in France."
     found = {term.value.rsplit("/", 1)[-1] for term in index.mentioned(text, "default")}
     assert found == {"France", "Paris"}  # the labels "software", "tools", "real" are words; "Mon" is short
+    load(store, [("World", "population", "7 billion")])
+    worded = "World trade grew. The world's ports in France stay busy."
+    assert {term.value.rsplit("/", 1)[-1] for term in LabelIndex(store).mentioned(worded, "default")} == {"France"}
 
 
 def test_an_answer_its_edges_do_not_hold_is_marked_and_replaced(france_store: GraphStore,

@@ -293,3 +293,26 @@ def test_relations_the_question_names_are_read_first(sample_store: GraphStore) -
     assert set(edges) <= found
     unfocused = set(retriever.get_labelgraph("Germany", "default", limits).uri_map.values())
     assert not set(edges) <= unfocused  # without the relation named, triple_limit cuts them
+
+
+def test_a_hubs_neighbours_do_not_crowd_the_others_out_of_the_next_hop(tmp_path: Path) -> None:
+    """"when were the films written by the writer of Feely released": Feely's year (a hub of 60 films) and its
+    writer (2 other films) are reached at the same hop; the writer's films make the next frontier, so their years
+    are read, though the hub's films were found first and entity_limit is smaller than them."""
+    g = vocab.collection_graph("default")
+    year, writer, feely = E.y2013, E.lynn, E.feely
+    quads = [_label(g, R.release_year, "release year"), _label(g, R.written_by, "written by"),
+             _label(g, year, "2013"), _label(g, writer, "Lynn Shelton"), _label(g, feely, "Feely"),
+             Quad(feely, R.release_year, year, g), Quad(feely, R.written_by, writer, g)]
+    for number in range(60):
+        quads += [_label(g, E[f"film{number}"], f"Film {number}"), Quad(E[f"film{number}"], R.release_year, year, g)]
+    for name, released in (("humpday", "2009"), ("sister", "2011")):
+        quads += [_label(g, E[name], name.title()), _label(g, E[released], released),
+                  Quad(E[name], R.written_by, writer, g), Quad(E[name], R.release_year, E[released], g)]
+    store = GraphStore(tmp_path / "store")
+    store.extend(quads)
+    limits = RetrievalLimits(entity_limit=20, max_path_length=3, max_subgraph_size=400)
+    found = _edges(Retriever(store).get_labelgraph("when were the films written by the writer of Feely released",
+                                                   "default", limits))
+    assert (E.film0, R.release_year, year) in found  # the hub was read, and its films reached first
+    assert {(E.humpday, R.release_year, E["2009"]), (E.sister, R.release_year, E["2011"])} <= found

@@ -111,7 +111,8 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     reasons = [(edges[i][0], _reason(edges[i][1], search.best[i], mentions, matches)) for i in chosen]
     if not chosen and strong:  # a name spelled out, no relation asked for by a word: its only relation
         chosen, reasons = _only_relation_edges(edges, list(dict.fromkeys(label for *_, label in strong)),
-                                               [surface for i, (surface, _) in enumerate(tokens) if i not in inside])
+                                               [surface for i, (surface, _) in enumerate(tokens) if i not in inside],
+                                               cue)
     return ChainChoice(chosen=reasons, ranking=_rank(edges, chosen, matches, set(anchors)),
                        score=max(search.best_score, 0.0), anchors=anchors, mentions=[m.word for m in mentions],
                        left_out=search.left_out if chosen else 0)
@@ -127,20 +128,29 @@ def _kind_positions(folded: list[str]) -> frozenset[int]:
     return frozenset(kinds)
 
 
-def _only_relation_edges(edges: list[tuple[str, Edge]], anchors: list[str],
-                         rest: list[str]) -> tuple[list[int], list[tuple[str, str]]]:
+def _only_relation_edges(edges: list[tuple[str, Edge]], anchors: list[str], rest: list[str],
+                         cue: bool) -> tuple[list[int], list[tuple[str, str]]]:
     """The edges of a named anchor that has one relation only (a tag, a year: "what films are about
-    korean war"), when no word of the question names a relation: that relation is the closest there is.
-    Not when the question's other words (``rest``) hold a name the graph does not know ("What is
-    Beyonce's real name?": "real" is a currency's label; "the 100 metres world record") or when the anchors'
-    relations differ."""
+    korean war"), when no word of the question names a relation: that relation is the closest there is;
+    with a cue ("who appeared in the same movie with X") it is walked there and back, as a relation a
+    word names would be. Not when the question's other words (``rest``) hold a name the graph does not
+    know ("What is Beyonce's real name?": "real" is a currency's label; "the 100 metres world record") or
+    when the anchors' relations differ."""
     relations = {p for _, (s, p, o) in edges if s in anchors or o in anchors}
     if len(relations) != 1 or any(word[:1].isupper() for word in rest[1:]) or any(w.isdigit() for w in rest):
         return [], []
     [relation] = relations
-    chosen = [i for i, (_, (s, p, o)) in enumerate(edges) if s in anchors or o in anchors][:MAX_CHOSEN]
+    if cue:
+        search = _Search(edges, {p: [float(p == relation)] for _, (_, p, _) in edges}, [mention_of(-1, relation)],
+                         cue)
+        for anchor in anchors:
+            search.walk(anchor, None)
+        chosen = list(search.best)
+    else:
+        chosen = [i for i, (_, (s, p, o)) in enumerate(edges) if s in anchors or o in anchors][:MAX_CHOSEN]
+    how = ", walked there and back as the question's 'same'/'also' asks" if cue else ""
     return chosen, [(edges[i][0], f"Deterministic selector: no word of the question names a relation, and "
-                     f"'{relation}' is the only relation of the entity it names; this edge links "
+                     f"'{relation}' is the only relation of the entity it names{how}; this edge links "
                      f"{edges[i][1][0]} to {edges[i][1][2]} by '{relation}'.") for i in chosen]
 
 

@@ -346,10 +346,12 @@ class LabelIndex:
     def mentioned(self, text: str, collection: str) -> list[NamedNode]:
         """Every entity whose whole label occurs in ``text`` as a run of words (an exact match of a
         word n-gram), longest label first. A label of one word counts only as a name: a capitalized label
-        of ``MIN_MENTION_LETTERS`` letters or more that the text capitalizes ("France", "Lisbon"; not the
-        labels "software", "real", "tools", nor "Mon")."""
+        of ``MIN_MENTION_LETTERS`` letters or more that the text capitalizes and never writes in lower case
+        ("France", "Lisbon"; not the labels "software", "real", "tools", nor "Mon", nor "World" in a text that
+        says "the world": an ordinary word there)."""
         index = self._index(collection)
-        capitalized = {fold(token) for token in WORD.findall(text) if token[:1].isupper()}
+        tokens = WORD.findall(text)
+        capitalized = {fold(t) for t in tokens if t[:1].isupper()} - {fold(t) for t in tokens if t.islower()}
         grams = [gram for gram in _ngrams(words(text), index.longest)
                  if " " in gram or (len(gram) >= MIN_MENTION_LETTERS and gram in capitalized)]
         with index.lock:

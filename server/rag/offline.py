@@ -8,6 +8,7 @@ predicate and object).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 
 from server.rag import chains
@@ -52,14 +53,19 @@ def extractive_answer(edges: list[Edge]) -> str:
     Germany.": a chain reached them from France; "Heat and Thief were directed by Michael Mann."), in edge order,
     each with ``[n]`` marks naming the edges it rests on (1-based, in the order given: the selection's).
     An edge whose reverse (same predicate) is already stated is left out: a symmetric fact such as
-    ``borders`` is told once, marked with both."""
+    ``borders`` is told once, marked with both, from the entity in most such pairs ("The borders of France
+    are Italy, Spain and Germany.", however the chain reached them)."""
     if not edges:
         return NO_ANSWER
+    given = set(edges)
+    pairs = Counter((s, p) for s, p, o in given if (o, p, s) in given)
     by_subject: dict[tuple[str, str], tuple[list[str], list[int]]] = {}
     stated: dict[Edge, tuple[str, str]] = {}
     for number, (s, p, o) in enumerate(edges, start=1):
-        if (o, p, s) in stated:
-            by_subject[stated[(o, p, s)]][1].append(number)
+        if pairs[(o, p)] > pairs[(s, p)]:
+            s, o = o, s
+        if (s, p, o) in stated or (o, p, s) in stated:
+            by_subject[stated.get((s, p, o)) or stated[(o, p, s)]][1].append(number)
             continue
         stated[(s, p, o)] = (s, p)
         objects, numbers = by_subject.setdefault((s, p), ([], []))

@@ -14,7 +14,9 @@ Limits (TrustGraph's names and defaults):
   counts it), up to 100 (the template's cap);
 * ``max_subgraph_size``: at most this many distinct edges in all; entities are expanded in seed
   (lookup-rank) order, so the best-matching seeds are served first;
-* ``max_path_length``: hops from the seeds, outgoing and incoming edges alike.
+* ``max_path_length``: hops from the seeds, outgoing and incoming edges alike; each hop's frontier takes
+  the entities reached in turn from each entity they were reached from, so a hub's neighbours do not
+  fill it alone.
 
 Seeds come in two tiers, exact label matches and then ranked token matches; the whole traversal
 runs from the first tier before the second gets what budget is left, and hop rows are read lazily,
@@ -29,6 +31,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain, zip_longest
 from typing import ClassVar
 
 from pyoxigraph import NamedNode
@@ -125,12 +128,14 @@ class _LabelCache:
 
 
 class _Walk:
-    """The state of one traversal: edges in the order found, entities seen."""
+    """The state of one traversal: edges in the order found, entities seen, and the frontier entity
+    each entity was first reached from."""
 
     def __init__(self, limits: RetrievalLimits) -> None:
         self.limits = limits
         self.edges: dict[tuple[Term, Term, Term], None] = {}
         self.visited: set[NamedNode] = set()
+        self.parent: dict[NamedNode, Term] = {}
 
     def full(self) -> bool:
         return len(self.edges) >= self.limits.max_subgraph_size or self.limits.triple_limit <= 0
@@ -150,10 +155,21 @@ class _Walk:
             if edge in self.edges:
                 continue
             self.edges[edge] = None
-            reached += self.visit([node for node in (edge[0], edge[2]) if isinstance(node, NamedNode)])
+            fresh = self.visit([node for node in (edge[0], edge[2]) if isinstance(node, NamedNode)])
+            self.parent.update((node, edge[2] if node == edge[0] else edge[0]) for node in fresh)
+            reached += fresh
             if self.full():
                 break
         return reached
+
+    def fair(self, reached: list[NamedNode]) -> list[NamedNode]:
+        """``reached`` taken in turn from each entity it was reached from (in the order found), so
+        that a hub's neighbours (a year's hundreds of films) do not crowd the others out of the next
+        frontier (the two other films of a writer)."""
+        groups: dict[Term, list[NamedNode]] = {}
+        for node in reached:
+            groups.setdefault(self.parent[node], []).append(node)
+        return [node for node in chain.from_iterable(zip_longest(*groups.values())) if node is not None]
 
 
 class Retriever:
@@ -198,7 +214,7 @@ class Retriever:
                     reached += walk.read(self.store.query("rag_hop", values={"e": frontier}, limit=limits.triple_limit,
                                                           default_graph=graph))
                     executions += 1
-                frontier = reached[:limits.entity_limit]
+                frontier = walk.fair(reached)[:limits.entity_limit]
         return list(walk.edges), executions
 
     def get_labelgraph(self, question: str, collection: str, limits: RetrievalLimits | None = None) -> LabelGraph:
