@@ -32,7 +32,8 @@ def chosen(question: str, facts: list[tuple[str, str, str]],
 
 
 def test_aliases_name_a_relation_its_label_does_not() -> None:
-    assert chosen("which words describe Chill", FILMS) == []  # "describe" is nowhere near "has tags"
+    # "describe" is nowhere near "has tags": without the alias it asks for a description, every fact of Chill
+    assert set(chosen("which words describe Chill", FILMS)) == {fact for fact in FILMS if fact[0] == "Chill"}
     assert chosen("which words describe Chill", FILMS, {"has tags": ("describe",)}) == [("Chill", "has tags", "winter")]
     # without an alias, "kind" asks for the relation clearly closest to it in meaning
     assert chosen("what kind of film is Chill", FILMS) == [("Chill", "has genre", "Horror")]

@@ -17,7 +17,9 @@
    screenwriter of the films starred by X's actors" walks starred, then written); among equal
    scores the shorter wins. The edges of every best path are chosen ("capital of the country that borders Portugal":
    borders, then capital), whole paths up to ``MAX_CHOSEN`` edges.
-4. **No answer**: when no relation of an anchor's edges matches a mention by ``MIN_GAIN``, there is
+4. **No relation asked for**: a named anchor's only relation ("what films are about korean war"), or,
+   when the question asks to describe the name ("describe X", "which topics is X about"), its facts.
+5. **No answer**: when no relation of an anchor's edges matches a mention by ``MIN_GAIN``, there is
    no path and nothing is chosen: the graph does not answer the question. Nor does it when the best
    paths match no more than ``MIN_COVERAGE`` of the question's words outside the names it spells out
    and the kind of answer it asks for (the word after "which" or "what": "which person wrote X")
@@ -32,6 +34,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain, zip_longest
 
 import numpy as np
 
@@ -55,6 +58,8 @@ HOP_COST = 0.25  # taken off a path's score per step: a detour must match the qu
 MAX_CHOSEN = 60  # edges chosen at most
 MAX_STEPS = 200_000  # hops tried per question at most (hubs)
 ANCHOR_SIMILARITY = 0.65  # for an anchor found by meaning when no label is spelled out
+ARTICLES = frozenset(("the", "a", "an"))
+DESCRIBE = ("describ", "description")  # how "describe", "describing", "descriptions" begin
 INVERSION_COST = 0.5  # taken off a path's score per step that goes back toward the anchor in the question's words
 MAX_NGRAM = 8  # the longest label, in words, spelled out in a question
 MIN_COVERAGE = 1 / 3  # the best paths must match more than this share of the question's words besides its names
@@ -105,17 +110,21 @@ def choose(question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None
     for anchor in anchors:
         search.walk(anchor, where.get(anchor))
     inside = {i for start, end, _ in spans_found for i in range(start, end)}  # names, and
-    inside |= kinds
+    inside |= kinds | _apposition_positions(tokens, strong)
     asked = sum(m.position not in inside for m in mentions)  # the question's other words
     chosen = list(search.best) if search.served > asked * MIN_COVERAGE else []
     reasons = [(edges[i][0], _reason(edges[i][1], search.best[i], mentions, matches)) for i in chosen]
-    if not chosen and strong:  # a name spelled out, no relation asked for by a word: its only relation
-        chosen, reasons = _only_relation_edges(edges, list(dict.fromkeys(label for *_, label in strong)),
-                                               [surface for i, (surface, _) in enumerate(tokens) if i not in inside],
-                                               cue)
+    left_out = search.left_out if chosen else 0
+    if not chosen and strong:  # a name spelled out, no relation asked for by a word
+        named = list(dict.fromkeys(label for *_, label in strong))
+        if _asks_description(tokens, strong):
+            chosen, reasons, left_out = _overview_edges(edges, named)
+        else:  # its only relation
+            chosen, reasons = _only_relation_edges(
+                edges, named, [surface for i, (surface, _) in enumerate(tokens) if i not in inside], cue)
     return ChainChoice(chosen=reasons, ranking=_rank(edges, chosen, matches, set(anchors)),
                        score=max(search.best_score, 0.0), anchors=anchors, mentions=[m.word for m in mentions],
-                       left_out=search.left_out if chosen else 0)
+                       left_out=left_out)
 
 
 def _kind_positions(folded: list[str]) -> frozenset[int]:
@@ -126,6 +135,41 @@ def _kind_positions(folded: list[str]) -> frozenset[int]:
         if folded[i - 1] in ("which", "what"):
             kinds.add(i + 2 if i + 2 < len(folded) and folded[i + 1] == "of" else i)
     return frozenset(kinds)
+
+
+def _apposition_positions(tokens: list[tuple[str, str]], spans: list[tuple[int, int, str]]) -> frozenset[int]:
+    """Where a word between an article and a name says what the named thing is ("the *film* Macbeth",
+    "the *river* Thames"): a word the answer need not serve (it still matches relations as any word does)."""
+    return frozenset(start - 1 for start, _, _ in spans
+                     if start >= 2 and tokens[start - 2][1] in ARTICLES and tokens[start - 1][1] not in STOPWORDS)
+
+
+def _asks_description(tokens: list[tuple[str, str]], spans: list[tuple[int, int, str]]) -> bool:
+    """Whether the question asks what a named thing is like rather than for one relation: a form of
+    "describe" or "description", or "about" closing the question right after the name ("which topics
+    is X about")."""
+    folded = [f for _, f in tokens]
+    return (any(f.startswith(DESCRIBE) for f in folded)
+            or any(end == len(folded) - 1 and folded[end] == "about" for _, end, _ in spans))
+
+
+def _overview_edges(edges: list[tuple[str, Edge]], anchors: list[str]) -> tuple[list[int], list[tuple[str, str]], int]:
+    """The named anchors' edges, one relation after another in turn (so that a cut at ``MAX_CHOSEN``
+    leaves every relation its first edges): a description of the thing, as the question asks. Also
+    the number of edges left out by the cut."""
+    by_relation: dict[str, list[int]] = {}
+    for i, (_, (s, p, o)) in enumerate(edges):
+        if s in anchors or o in anchors:
+            by_relation.setdefault(p, []).append(i)
+    turns = [i for i in chain.from_iterable(zip_longest(*by_relation.values())) if i is not None]
+    chosen = turns[:MAX_CHOSEN]
+    return chosen, [(edges[i][0], f"Deterministic selector: the question asks to describe what it names and no "
+                     f"word of it names a relation; this edge is one of the facts of {_end(edges[i][1], anchors)}: "
+                     f"{edges[i][1][0]} {edges[i][1][1]} {edges[i][1][2]}.") for i in chosen], len(turns) - len(chosen)
+
+
+def _end(edge: Edge, anchors: list[str]) -> str:
+    return edge[0] if edge[0] in anchors else edge[2]
 
 
 def _only_relation_edges(edges: list[tuple[str, Edge]], anchors: list[str], rest: list[str],

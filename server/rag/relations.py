@@ -32,6 +32,10 @@ CLOSEST_MARGIN = 0.11  # ... this far ahead of the next is asked for, at
 CLOSEST_STRENGTH = 0.4  # this strength (a hop must gain chains.MIN_GAIN)
 STEM_AGREEMENT = 0.3  # similarity that confirms a match by stem ("acted" ~ "actor" 0.43, "popular" ~ "population" 0.11)
 TIE_MARGIN = 0.06  # similarities this close to a word's best match by meaning are a tie (see _near_ties)
+CLASS_WORDS = frozenset(("type", "kind", "sort", "category", "class", "variety"))  # one meaning, "a kind of",
+# that the word vectors spread unevenly ("kind" ~ "genre" 0.25, "sort" 0.13): each is compared as the mean of
+CLASS_SENSE = ("kind", "category", "variety")  # those whose first sense it is (not "to type", "to sort", "a class"),
+# and asks from SEMANTIC_FLOOR at CLOSEST_STRENGTH ("what types are the films written by X": their genres, 0.34)
 STEM = 4  # letters two words must share from their start to match by stem ("writ"er ~ "writ"ten)
 _CACHE_SIZE = 20_000  # text -> vector entries kept across questions (relation labels repeat)
 
@@ -104,29 +108,35 @@ def relation_matches(mentions: list[Mention], relations: list[str], aliases: Ali
     texts = [m.word.casefold() for m in mentions]
     for _, phrases in names.values():
         texts.extend(phrases)
-    vectors = _VECTORS.get(texts) if mentions and relations else {}
+    vectors = _VECTORS.get(texts + list(CLASS_SENSE)) if mentions and relations else {}
     result: dict[str, list[float]] = {}
     raw: dict[str, list[float]] = {}
     for relation, (lemmas, phrases) in names.items():
         strengths, similarities = [], []
         for mention in mentions:
-            own = vectors[mention.word.casefold()]
+            own = _class_vector(vectors) if mention.lemma in CLASS_WORDS else vectors[mention.word.casefold()]
             similarity = max(float(own @ vectors[phrase]) for phrase in phrases)
             similarities.append(similarity)
-            if mention.position in kinds:
-                strengths.append(1.0 if kind_matches(mention, relation) else 0.0)
-                continue
-            if any(stem_match(mention.lemma, other) and (mention.lemma == other or _agree(own, other))
-                   for other in lemmas):
+            kind = mention.position in kinds
+            if kind and kind_matches(mention, relation) or not kind and any(
+                    stem_match(mention.lemma, other) and (mention.lemma == other or _agree(own, other))
+                    for other in lemmas):
                 strengths.append(1.0)
-                continue
-            strengths.append(round(similarity, 3) if similarity >= SEMANTIC_FLOOR else 0.0)
+            elif mention.lemma in CLASS_WORDS:  # the kind of thing asked for, at any position
+                strengths.append(CLOSEST_STRENGTH if similarity >= SEMANTIC_FLOOR else 0.0)
+            else:
+                strengths.append(round(similarity, 3) if not kind and similarity >= SEMANTIC_FLOOR else 0.0)
         result[relation], raw[relation] = strengths, similarities
     shares = [any(stem_match(m.lemma, other) for lemmas, _ in names.values() for other in lemmas) for m in mentions]
     _near_ties(result, raw, [m.position in kinds for m in mentions])
     if closest:
         _closest_of_the_rest(result, raw, [m.position in kinds for m in mentions], shares)
     return result
+
+
+def _class_vector(vectors: dict[str, np.ndarray]) -> np.ndarray:
+    mean = np.mean([vectors[word] for word in CLASS_SENSE], axis=0)
+    return mean / np.linalg.norm(mean)
 
 
 def _near_ties(result: dict[str, list[float]], raw: dict[str, list[float]], kinds: list[bool]) -> None:
