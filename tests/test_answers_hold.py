@@ -17,7 +17,7 @@ from server.rag import chains
 from server.rag.label_index import LabelIndex
 from server.rag.offline import extractive_answer
 from server.rag.pipeline import GraphRag
-from server.rag.retrieval import edge_id
+from server.rag.retrieval import RetrievalLimits, edge_id
 from server.rag.selection import parse_selection
 from server.store import GraphStore
 from server.vocab import ENTITY, RDFS, RELATION
@@ -129,6 +129,15 @@ def test_a_list_of_more_than_ten_members_is_complete_and_says_so(store: GraphSto
     assert "Complete: the answer rests on all 13 relevant edges found." in answer
     trace = read_trace(store, session_of(messages))
     assert len(trace["edges"]) == 13 and trace["selection_details"]["cutEdges"] == 0
+
+
+def test_a_list_that_retrieval_stopped_short_of_says_how_many_members_it_left_out(store: GraphStore) -> None:
+    triples = [("Pangaea", "borders", name) for name in NEIGHBOURS] + [("Albania", "borders", "Bhutan")]
+    rag = offline(load(store, triples))
+    messages = list(rag.run("Which countries border Pangaea?", limits=RetrievalLimits(max_subgraph_size=3)))
+    answer = "".join(m.response for m in messages)
+    assert "Complete" not in answer and "Cut: 10 more relevant edge(s)" in answer, answer
+    assert read_trace(store, session_of(messages))["selection_details"]["cutEdges"] == 10
 
 
 def test_the_offline_chooser_is_named_the_deterministic_selector(store: GraphStore) -> None:

@@ -31,6 +31,7 @@ from server.rag.passage_answer import Span, cited_spans
 from server.rag.passage_index import Passage, PassageIndex, query_terms
 from server.rag.retrieval import RetrievalLimits, Retriever
 from server.rag.staged_run import Progress, StagedRun, StageSink
+from server.rag.unread_members import unread_members
 from server.stages import (
     ANSWER,
     RETRIEVAL,
@@ -72,6 +73,7 @@ class GraphRag(StagedRun):
         progress.stage = SELECTION.kind
         choice = choose_edges(self.llm, question, labeled, graph.relation_aliases)
         chosen = [triples[edge_id] for edge_id, _, _ in choice.edges]
+        choice.cut += unread_members(self.store, collection, chosen, triples.values())
         selected = [labeled[edge_id] for edge_id, _, _ in choice.edges]
         context, offline = self._context(question, collection, chosen, retrieved, limits)
         yield EdgesSelected([(triples[edge_id], reasoning, by) for edge_id, reasoning, by in choice.edges], selected,
