@@ -86,7 +86,7 @@ class ProductionServer:
                 self.close()
                 raise
 
-    def _own_log(self) -> str:
+    def own_log(self) -> str:
         """What this start of the server has logged (the log file may hold earlier starts')."""
         with self.log_path.open("rb") as log:
             log.seek(self._log_start)
@@ -96,7 +96,7 @@ class ProductionServer:
         deadline = time.monotonic() + _START_TIMEOUT_S
         listening = f"Listening at: {self.url} ({self.process.pid})"
         while time.monotonic() < deadline:
-            log = self._own_log()
+            log = self.own_log()
             if "Connection in use" in log:
                 raise PortTaken(self.url)
             if self.process.poll() is not None:

@@ -597,3 +597,18 @@ def test_trustgraph_s_explain_tools_read_a_glassgraph_document_rag_trace(server:
                      "--- Focus (Edge Selection) ---", "--- Synthesis ---", "Answer:",
                      "The Suez Canal was completed in 1869 [1]."):
         assert expected in lines, (expected, "\n".join(lines))
+
+
+def test_a_token_sent_in_a_socket_s_query_string_is_not_written_to_the_log(server: ProductionServer) -> None:
+    secret = "never-log-this-7f3a"
+    for path in ("/api/v1/flow/default/import/triples", "/api/v1/socket"):
+        try:
+            connect(f"{server.url.replace('http://', 'ws://')}{path}?workspace=default&token={secret}",
+                    open_timeout=10).close()
+        except Exception:  # the import socket is refused: its handshake is logged all the same
+            pass
+    deadline = time.monotonic() + 10
+    while server.own_log().count("token=***") < 2:
+        assert time.monotonic() < deadline, server.own_log()[-2000:]
+        time.sleep(0.1)
+    assert secret not in server.own_log()

@@ -35,7 +35,7 @@ from uvicorn_worker import UvicornWorker
 
 from server.config import Config
 from server.errors import ContentTooLarge, GlassgraphError, RequestTimeout
-from server.http import trustgraph_socket
+from server.http import log_redaction, trustgraph_socket
 from server.http.allocator import Trimmer
 from server.http.socket_budget import AnswerBudget
 from server.http.sparql_eval import PARSE_STACK_BYTES
@@ -71,6 +71,7 @@ class Worker(UvicornWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.config.limit_concurrency = self.cfg.worker_connections
+        log_redaction.install()
 
 
 class _ClientGone(Exception):
