@@ -372,6 +372,21 @@ def test_row_limit_and_deadline_are_422(store: GraphStore, serving: Serving) -> 
     assert no_rows.status_code == 422 and "GLASSGRAPH_DEADLINE" in no_rows.text
 
 
+def test_rows_answers_the_first_rows_of_any_result_however_long(store: GraphStore, serving: Serving) -> None:
+    few = serving(fill(store), max_result_rows=3)
+    every = rows(query(serving(store), SELECT_ALL))
+    for accept in (JSON_RESULTS, "text/tab-separated-values", "application/sparql-results+xml"):
+        assert rows(query(few, SELECT_ALL, accept, rows=2)) == every[:2], accept  # past GLASSGRAPH_MAX_ROWS: a cut
+    assert len(query(few, SELECT_ALL, "text/csv", rows=2).text.splitlines()) == 1 + 2
+    assert rows(query(few, SELECT_ALL + " LIMIT 1", rows=2)) == every[:1]
+    graph = query(few, "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }", "application/n-triples", rows=2)
+    assert graph.status_code == 200 and len(graph.text.splitlines()) == 2
+    assert query(few, SELECT_ALL, rows=4).status_code == 422  # more rows than the limit: the limit's error
+    for bad in ("0", "-1", "two", "1.5", "9" * 5000, "٣"):
+        refused = query(few, SELECT_ALL, rows=bad)
+        assert refused.status_code == 400 and "'rows'" in refused.text, bad
+
+
 # --- real clients -------------------------------------------------------------------------------
 
 def test_sparqlwrapper_queries_it(server: LiveServer) -> None:

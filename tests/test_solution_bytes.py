@@ -121,3 +121,17 @@ def test_the_python_xml_writer_keeps_whitespace_for_any_xml_reader() -> None:
     body = b"".join(write_solutions("xml", ["v"], [(Literal(v),) for v in values]))
     literals = ElementTree.fromstring(body).iter("{http://www.w3.org/2005/sparql-results#}literal")
     assert [element.text for element in literals] == values
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_first_rows_of_a_tsv_answer_are_its_rows_to_the_one_whatever_follows(seed: int) -> None:
+    rng, store = random.Random(seed), Store()
+    width, count = rng.randrange(1, 4), rng.randrange(5, 40)
+    rows = _rows(rng, width, count)
+    whole = list(parse_query_results(serialized_solutions(_solutions(store, width, rows), "tsv", 10**7, count),
+                                     format=QueryResultsFormat.TSV))
+    first = rng.randrange(1, count)
+    cut = serialized_solutions(_solutions(store, width, rows), "tsv", 10**7, count - 1, first_rows=first)
+    assert list(parse_query_results(cut, format=QueryResultsFormat.TSV)) == whole[:first]
+    with pytest.raises(LimitExceeded):  # more rows asked for than the limit: the limit holds
+        serialized_solutions(_solutions(store, width, rows), "tsv", 10**7, first - 1, first_rows=first)

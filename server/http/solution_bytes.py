@@ -62,14 +62,20 @@ class _CappedBuffer(io.RawIOBase):
         return len(data)
 
 
-def serialized_solutions(result: QuerySolutions, fmt: str, max_bytes: int, max_rows: int) -> bytes:
-    """``result`` in ``fmt`` (one of ``FORMATS``); LimitExceeded past ``max_bytes`` or ``max_rows``."""
-    out = _CappedBuffer(max_bytes, max_rows + 1 if fmt == "tsv" else None)  # TSV: the header line and the rows
+def serialized_solutions(result: QuerySolutions, fmt: str, max_bytes: int, max_rows: int,
+                         first_rows: int | None = None) -> bytes:
+    """``result`` in ``fmt`` (one of ``FORMATS``); LimitExceeded past ``max_bytes`` or ``max_rows``. With
+    ``first_rows`` (TSV only), its first that many rows, whatever follows them."""
+    cut = first_rows is not None and first_rows <= max_rows
+    lines = (first_rows if cut else max_rows) + 1 if fmt == "tsv" else None  # TSV: the header line and the rows
+    out = _CappedBuffer(max_bytes, lines)
     try:
         result.serialize(out, format=FORMATS[fmt])
     except OSError:
         if out.over is None:
             raise
+        if out.over == "lines" and cut:
+            return bytes(out.body[:_end_of_line(out.body, lines)])
         if out.over == "lines" or (fmt == "json" and json_rows(bytes(out.body)) > max_rows):
             raise _too_many_rows(max_rows) from None
         raise LimitExceeded(f"the answer has more than {max_bytes} bytes (GLASSGRAPH_MAX_RESULT_BYTES): narrow "
@@ -78,6 +84,14 @@ def serialized_solutions(result: QuerySolutions, fmt: str, max_bytes: int, max_r
     if fmt == "json" and len(body) >= MIN_JSON_ROW_BYTES * (max_rows + 1) and json_rows(body) > max_rows:
         raise _too_many_rows(max_rows)
     return body
+
+
+def _end_of_line(body: bytearray, count: int) -> int:
+    """Where the ``count``-th line of ``body`` ends (after its newline)."""
+    end = -1
+    for _ in range(count):
+        end = body.index(b"\n", end + 1)
+    return end + 1
 
 
 def json_rows(body: bytes) -> int:

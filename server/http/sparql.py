@@ -52,6 +52,7 @@ class Operation:
     text: str
     default_graphs: list[NamedNode] = field(default_factory=list)  # default-graph-uri / using-graph-uri
     named_graphs: list[NamedNode] = field(default_factory=list)  # named-graph-uri / using-named-graph-uri
+    rows: int | None = None  # a query's ``rows``: its first that many rows (or triples) are the answer
 
 
 
@@ -90,7 +91,17 @@ def _body_text() -> str:
 def _operation(kind: str, text: str, params: dict[str, list[str]]) -> Operation:
     names = ("default-graph-uri", "named-graph-uri") if kind == "query" else ("using-graph-uri",
                                                                               "using-named-graph-uri")
-    return Operation(kind, text, *(_iris(params.get(name, []), name) for name in names))
+    rows = _rows(_single(params.get("rows", []), "rows")) if kind == "query" else None
+    return Operation(kind, text, *(_iris(params.get(name, []), name) for name in names), rows)
+
+
+def _rows(value: str | None) -> int | None:
+    """The ``rows`` parameter (Glassgraph's own): a positive whole number, or None when it is not given."""
+    if value is None:
+        return None
+    if not value.isascii() or not value.isdigit() or len(value) > 12 or int(value) < 1:
+        raise BadRequest(f"'rows' must be a positive whole number of rows, not {value[:40]!r}")
+    return int(value)
 
 
 def read_operation() -> Operation | None:
@@ -132,7 +143,7 @@ def evaluate_query(operation: Operation) -> Response:
     task = QueryTask(operation.text, requested_accept(), config.max_result_rows, config.max_result_bytes,
                      config.service_allow, tuple(g.value for g in operation.default_graphs),
                      tuple(g.value for g in operation.named_graphs), base_iri=public_url(),
-                     service_limits=service_limits(config))
+                     service_limits=service_limits(config), first_rows=operation.rows)
     runtime = current_runtime()
     store, workers = runtime.store, runtime.queries
     if runtime.remote:

@@ -55,6 +55,7 @@ class QueryTask:
     deadline_s: float | None = None  # checked between rows; None where the caller stops the evaluation
     base_iri: str | None = None  # relative IRIs resolve against it (the endpoint's URL) unless the text says BASE
     service_limits: ServiceLimits | None = None  # allowed SERVICE calls go through the relay; None: called directly
+    first_rows: int | None = None  # the request's ``rows``: answer the first that many rows or triples, no error past
 
 
 @dataclass(frozen=True)
@@ -156,8 +157,10 @@ def _results_answer(result: QueryBoolean | QuerySolutions, task: QueryTask) -> A
     fmt = RESULTS_MEDIA[media]
     if isinstance(result, QueryBoolean):
         return Answer(RESULTS_CONTENT_TYPE[fmt], write_boolean(fmt, bool(result)))
-    if task.deadline_s is None and fmt in SOLUTION_FORMATS:  # stopped from outside (a query worker): faster
-        return Answer(RESULTS_CONTENT_TYPE[fmt], serialized_solutions(result, fmt, task.max_bytes, task.max_rows))
+    if task.deadline_s is None and fmt in SOLUTION_FORMATS and (task.first_rows is None or fmt == "tsv"):
+        # stopped from outside (a query worker): faster
+        return Answer(RESULTS_CONTENT_TYPE[fmt], serialized_solutions(result, fmt, task.max_bytes, task.max_rows,
+                                                                      task.first_rows))
     variables = [v.value for v in result.variables]
     rows = _pull(result, task, as_tuples=True)
     return Answer(RESULTS_CONTENT_TYPE[fmt], b"".join(write_solutions(fmt, variables, rows)))
@@ -168,6 +171,8 @@ def _pull(result: Iterator, task: QueryTask, as_tuples: bool) -> list:
     deadline = None if task.deadline_s is None else time.monotonic() + task.deadline_s
     rows: list = []
     for item in result:
+        if task.first_rows is not None and len(rows) >= task.first_rows:
+            break
         if len(rows) >= task.max_rows:
             raise LimitExceeded(f"the result has more than {task.max_rows} rows (GLASSGRAPH_MAX_ROWS): "
                                  "narrow the query or add LIMIT")
