@@ -181,15 +181,32 @@ def _sparql_frames(status: int, headers: dict[str, str], body: Iterator[bytes], 
         yield {"response": {"query-type": "ask", "ask-result": head == b"true"}, "complete": True}
         return
     variables = [name[1:] for name in head.decode("utf-8").split("\t")] if head else []
-    rows = islice(lines, limit)
-    taken = list(islice(rows, batch))
-    while True:
-        following = list(islice(rows, batch))
+    batches = _batches(islice(lines, limit), batch)
+    taken = next(batches)
+    for following in chain(batches, [None]):
         yield {"response": {"query-type": "select", "variables": variables,
-                            "bindings": _wire_rows(head, taken, len(variables))}, "complete": not following}
-        if not following:
+                            "bindings": _wire_rows(head, taken, len(variables))}, "complete": following is None}
+        if following is None:
             return
         taken = following
+
+
+FRAME_TSV_BYTES = 64 * 1024  # TSV rows one frame is made of at most (beside the client's batch-size)
+
+
+def _batches(lines: Iterator[bytes], batch: int) -> Iterator[list[bytes]]:
+    """``lines`` in lists of at most ``batch`` lines and ``FRAME_TSV_BYTES`` (a longer line alone); one empty list
+    when there are none. A term of a few bytes of TSV is some hundreds as a wire term in Python: a batch-size
+    of a million once made one 100,000-row answer of 5 MB into 900 MB of rows at once."""
+    taken: list[bytes] = []
+    size = 0
+    for line in lines:
+        if taken and (len(taken) >= batch or size + len(line) > FRAME_TSV_BYTES):
+            yield taken
+            taken, size = [], 0
+        taken.append(line)
+        size += len(line)
+    yield taken
 
 
 def _lines(pieces: Iterator[bytes]) -> Iterator[bytes]:

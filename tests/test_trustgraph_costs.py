@@ -1,0 +1,52 @@
+"""What an anonymous TrustGraph client can make the production server spend: a SELECT's frames stay small
+whatever ``batch-size`` it asks for, a REST SELECT is not built whole in memory, and strings that are no text
+(lone surrogates) are refused as bad requests, never a 500."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from production_server import ProductionServer
+from websockets.sync.client import connect
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProductionServer]:
+    live = ProductionServer(tmp_path_factory.mktemp("costs") / "store")
+    yield live
+    live.close()
+
+
+def wide_select(rows: int, width: int) -> str:
+    """``rows`` rows of ``width`` small integers: a few bytes of TSV a term, some hundreds as wire terms."""
+    side = int(rows ** 0.5)
+    numbers = " ".join(str(n) for n in range(side))
+    binds = " ".join(f"BIND(?a + {i} AS ?v{i})" for i in range(width))
+    return f"SELECT * WHERE {{ VALUES ?a {{ {numbers} }} VALUES ?b {{ {numbers} }} {binds} }}"
+
+
+def worker_peak_mb(live: ProductionServer) -> int:
+    """The peak resident memory of the server's worker (the gunicorn master's one child), in MB."""
+    children = Path(f"/proc/{live.process.pid}/task/{live.process.pid}/children").read_text().split()
+    [worker] = [pid for pid in children if "gunicorn" in Path(f"/proc/{pid}/cmdline").read_text()]
+    status = Path(f"/proc/{worker}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1]) >> 10
+
+
+def test_a_select_s_frames_stay_small_whatever_batch_size_the_client_asks(server: ProductionServer) -> None:
+    with connect(server.url.replace("http://", "ws://") + "/api/v1/socket", open_timeout=10, max_size=None) as client:
+        client.send(json.dumps({"type": "auth", "token": ""}))
+        assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+        client.send(json.dumps({"id": "w", "service": "sparql", "request": {"query": wide_select(20_000, 10),
+                                                                             "batch-size": 10_000_000}}))
+        rows, largest, complete = 0, 0, False
+        while not complete:
+            text = client.recv(timeout=120)
+            frame = json.loads(text)
+            assert "error" not in frame, frame
+            rows, largest = rows + len(frame["response"]["bindings"]), max(largest, len(text))
+            complete = frame["complete"]
+    assert rows == 141 * 141  # every row, in frames of a bounded size (one frame of 18 MB before)
+    assert largest < 4 << 20, largest
