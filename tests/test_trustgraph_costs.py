@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from production_server import ProductionServer
 from websockets.sync.client import connect
 
@@ -50,3 +51,16 @@ def test_a_select_s_frames_stay_small_whatever_batch_size_the_client_asks(server
             complete = frame["complete"]
     assert rows == 141 * 141  # every row, in frames of a bounded size (one frame of 18 MB before)
     assert largest < 4 << 20, largest
+
+
+def test_a_rest_select_is_not_built_whole_in_memory(server: ProductionServer) -> None:
+    before = worker_peak_mb(server)
+    answer = requests.post(f"{server.url}/api/v1/flow/default/service/sparql",
+                           json={"query": wide_select(99_000, 10)}, timeout=300)
+    assert answer.status_code == 200
+    body = answer.json()
+    assert len(body["bindings"]) == 314 * 314 and body["variables"][:2] == ["a", "b"]
+    assert all(len(row["values"]) == 12 for row in body["bindings"])
+    assert body["bindings"][0]["values"][2]["dt"] == "http://www.w3.org/2001/XMLSchema#integer"
+    grown = worker_peak_mb(server) - before
+    assert grown < 300, f"the worker's peak grew by {grown} MB for an 80 MB answer (some 620 MB before)"
