@@ -64,3 +64,22 @@ def test_a_rest_select_is_not_built_whole_in_memory(server: ProductionServer) ->
     assert body["bindings"][0]["values"][2]["dt"] == "http://www.w3.org/2001/XMLSchema#integer"
     grown = worker_peak_mb(server) - before
     assert grown < 300, f"the worker's peak grew by {grown} MB for an 80 MB answer (some 620 MB before)"
+
+
+@pytest.mark.parametrize("request_object", [
+    {"operation": "list-documents", "collection": "\ud800"},
+    {"operation": "get-document-content", "document-id": "urn:x:\udfff"},
+    {"operation": "add-document", "document-metadata": {"kind": "text/plain", "title": "a\ud800"},
+     "content": "aGVsbG8="},
+])
+def test_lone_surrogates_are_bad_requests_over_rest_and_the_socket(server: ProductionServer,
+                                                                   request_object: dict) -> None:
+    refused = requests.post(f"{server.url}/api/v1/librarian", data=json.dumps(request_object),
+                            headers={"Content-Type": "application/json"}, timeout=30)
+    assert refused.status_code == 400 and refused.json()["error"]["type"] == "bad-request", refused.text
+    with connect(server.url.replace("http://", "ws://") + "/api/v1/socket", open_timeout=10) as client:
+        client.send(json.dumps({"type": "auth", "token": ""}))
+        assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+        client.send(json.dumps({"id": 1, "service": "librarian", "request": request_object}))
+        assert json.loads(client.recv(timeout=30))["error"]["type"] == "bad-request"
+    assert "UnicodeEncodeError" not in server.log_path.read_text()

@@ -404,6 +404,11 @@ def internal_request(frame: dict) -> Internal:
     if not isinstance(request, dict):
         raise RequestError("'request' must be a JSON object")
     internal = SERVICES[service](request)
+    for text in (internal.path, *internal.query.values()):  # a collection, document id or title of the client's
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RequestError("a string of the request holds a lone surrogate (\\ud800-\\udfff): not text") from None
     return replace(internal, frames=lambda *answer: map(trustgraph_terms, internal.frames(*answer)))
 
 
