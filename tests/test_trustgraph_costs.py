@@ -83,3 +83,39 @@ def test_lone_surrogates_are_bad_requests_over_rest_and_the_socket(server: Produ
         client.send(json.dumps({"id": 1, "service": "librarian", "request": request_object}))
         assert json.loads(client.recv(timeout=30))["error"]["type"] == "bad-request"
     assert "UnicodeEncodeError" not in server.log_path.read_text()
+
+
+def test_clients_leaving_mid_answer_leave_no_traceback_and_no_bytes_held(tmp_path: Path) -> None:
+    """Sockets reset while their answers are being sent: the server logs no traceback for them (each had logged
+    two, one a 'Task exception was never retrieved'), and the budget they held comes back (1 MB here)."""
+    import socket as sockets
+    import struct
+    import time
+
+    from test_trustgraph_socket import big_select
+
+    live = ProductionServer(tmp_path / "store", env={"GLASSGRAPH_SOCKET_MEMORY": "1", "GLASSGRAPH_QUEUE_WAIT": "2"})
+    try:
+        for attempt in range(6):
+            client = connect(f"ws://127.0.0.1:{live.port}/api/v1/socket", open_timeout=10, max_size=None)
+            client.send(json.dumps({"type": "auth", "token": ""}))
+            assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+            for request_id in range(3):
+                client.send(json.dumps({"id": request_id, "service": "sparql",
+                                        "request": {"query": big_select(20_000), "batch-size": 50}}))
+            if attempt % 2:
+                client.recv(timeout=60)
+            else:
+                time.sleep(0.3)
+            client.socket.setsockopt(sockets.SOL_SOCKET, sockets.SO_LINGER, struct.pack("ii", 1, 0))
+            client.socket.close()  # a reset, no close frame
+        time.sleep(3)
+        with connect(f"ws://127.0.0.1:{live.port}/api/v1/socket", open_timeout=10) as client:
+            client.send(json.dumps({"type": "auth", "token": ""}))
+            assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+            client.send(json.dumps({"id": "after", "service": "sparql", "request": {"query": "ASK {}"}}))
+            assert json.loads(client.recv(timeout=10))["response"]["ask-result"] is True
+        log = live.log_path.read_text()
+        assert "Traceback" not in log, log[log.index("Traceback") - 300:][:3000]
+    finally:
+        live.close()

@@ -473,6 +473,8 @@ class _Socket:
                 self.drop()
                 log.warning("dropped a TrustGraph socket: the client took no frame for %g s (GLASSGRAPH_SEND_TIMEOUT)",
                             self.settings.send_timeout_s)
+            except (OSError, RuntimeError):  # uvicorn's ClientDisconnected (an OSError), or a send after the close
+                self.gone = True  # the client left mid-answer: its requests end quietly, as an HTTP client's
 
     def drop(self) -> None:
         """Mark the socket gone and abort its connection (uvicorn's websocket protocol holds the transport),
