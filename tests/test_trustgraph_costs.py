@@ -119,3 +119,39 @@ def test_clients_leaving_mid_answer_leave_no_traceback_and_no_bytes_held(tmp_pat
         assert "Traceback" not in log, log[log.index("Traceback") - 300:][:3000]
     finally:
         live.close()
+
+
+def test_clients_of_many_addresses_cannot_together_pass_the_process_budget(tmp_path: Path) -> None:
+    """Five addresses, each one SELECT of 23 MB never read, against a 1 MB process budget: one answer is made
+    (the budget plus one answer); the others wait and are refused. All five were made before, the per-address
+    budgets each empty (twelve addresses held 500 MB of the default 256 MB budget)."""
+    import socket as sockets
+    import time
+
+    from test_trustgraph_socket import big_select
+
+    live = ProductionServer(tmp_path / "store", env={"GLASSGRAPH_SOCKET_MEMORY": "1", "GLASSGRAPH_QUEUE_WAIT": "3"})
+    clients = []
+    try:
+        for address in range(5):
+            raw = sockets.socket()
+            raw.setsockopt(sockets.SOL_SOCKET, sockets.SO_RCVBUF, 4096)
+            raw.bind((f"127.0.0.{2 + address}", 0))
+            raw.connect(("127.0.0.1", live.port))
+            client = connect(f"ws://127.0.0.1:{live.port}/api/v1/socket", sock=raw, max_queue=1, max_size=None,
+                             open_timeout=10)
+            client.send(json.dumps({"type": "auth", "token": ""}))
+            assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+            client.send(json.dumps({"id": "big", "service": "sparql", "request": {"query": big_select(60_000),
+                                                                                   "batch-size": 100}}))
+            clients.append(client)
+        time.sleep(8)  # every request has been made, or has waited its 3 s and been refused
+        for client in clients:
+            client.socket.close()
+        time.sleep(2)  # an answer is logged once it is closed
+        made = live.log_path.read_text().count('"path": "/sparql", "status": 200')
+        assert made == 1, f"{made} answers of 23 MB made against a budget of 1 MB"
+    finally:
+        for client in clients:
+            client.socket.close()
+        live.close()

@@ -64,6 +64,7 @@ class Internal:
     body: bytes = b""
     accept: str = "application/json"
     content_type: str = "application/json"
+    reserve: bool = True  # the answer may be large (``AnswerBudget.admission``); a RAG answer is a few KB
 
 
 def _rag(path: str, limits: dict[str, str]) -> Callable[[dict], Internal]:
@@ -79,7 +80,7 @@ def _rag(path: str, limits: dict[str, str]) -> Callable[[dict], Internal]:
         streaming = bool(request.get("streaming", False))
         return Internal("POST", path, _rag_frames if streaming else _rag_answer,
                         body=json.dumps({**body, "streaming": streaming}).encode(),
-                        accept="application/x-ndjson" if streaming else "application/json")
+                        accept="application/x-ndjson" if streaming else "application/json", reserve=False)
     return make
 
 
@@ -521,7 +522,7 @@ class _Socket:
         answered, budget, holding = None, self.settings.budget, Holding(self.client)
         try:
             internal = internal_request(frame)
-            async with budget.admission(self.client) as admitted:
+            async with budget.admission(self.client, internal.reserve) as admitted:
                 if not admitted:
                     raise RequestError("the server holds as many unsent answers as it may (of this client's "
                                        "sockets, or of all); read the answers you have, then ask again",
