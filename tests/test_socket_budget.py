@@ -69,3 +69,18 @@ def test_many_clients_admitted_at_once_cannot_all_pass_the_process_budget() -> N
             assert await admitted(budget, "c", reserve=False)  # a small answer (a RAG one) reserves nothing
         assert budget.reserved == 0 and await admitted(budget, "c")
     asyncio.run(run())
+
+
+def test_request_frames_waiting_are_bounded_per_client_and_given_back() -> None:
+    from server.http.socket_budget import CLIENT_REQUEST_BYTES
+
+    budget = AnswerBudget(process_bytes=1000, client_bytes=100, wait_s=0.1)
+    megabyte = 1 << 20
+    taken = 0
+    while budget.take_request("a", megabyte):
+        taken += 1
+    assert taken == CLIENT_REQUEST_BYTES // megabyte and budget.take_request("b", megabyte)  # others go on
+    for _ in range(taken):
+        budget.give_request("a", megabyte)
+    budget.give_request("b", megabyte)
+    assert budget.requests == 0 and budget.requests_by_client == {} and budget.take_request("a", megabyte)

@@ -155,3 +155,48 @@ def test_clients_of_many_addresses_cannot_together_pass_the_process_budget(tmp_p
         for client in clients:
             client.socket.close()
         live.close()
+
+
+def test_requests_a_client_leaves_waiting_are_bounded_in_bytes(tmp_path: Path) -> None:
+    """Twenty sockets of one address, each sending 20 request frames of 1 MB that wait for the client's turn
+    (its requests are admitted one at a time) and never reading: the worker held every waiting frame, some
+    20 MB a socket (40 sockets: 860 MB), bounded by no budget. Past a few MB of a client's requests waiting,
+    its further requests are refused."""
+    import socket as sockets
+    import threading
+    import time
+
+    live = ProductionServer(tmp_path / "store")
+    padded = json.dumps({"id": "q", "service": "sparql", "request": {
+        "query": "#" + "x" * 999_800 + "\nASK {}"}})
+    clients = []
+    try:
+        before = worker_peak_mb(live)
+        for _ in range(20):
+            raw = sockets.socket()
+            raw.setsockopt(sockets.SOL_SOCKET, sockets.SO_RCVBUF, 4096)
+            raw.connect(("127.0.0.1", live.port))
+            client = connect(f"ws://127.0.0.1:{live.port}/api/v1/socket", sock=raw, max_queue=1, max_size=None,
+                             open_timeout=10, compression=None)
+            client.send(json.dumps({"type": "auth", "token": ""}))
+            assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+            clients.append(client)
+
+        def send_all(client: object) -> None:
+            try:
+                for _ in range(20):
+                    client.send(padded)  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - the server may drop a client that reads nothing
+                pass
+
+        senders = [threading.Thread(target=send_all, args=(client,)) for client in clients]
+        for sender in senders:
+            sender.start()
+        time.sleep(12)
+        grown = worker_peak_mb(live) - before
+        assert grown < 200, f"the worker's peak grew by {grown} MB for 400 waiting frames of 1 MB"
+        assert requests.get(f"{live.url}/healthz", timeout=10).status_code == 200
+    finally:
+        for client in clients:
+            client.socket.close()
+        live.close()

@@ -22,6 +22,9 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+CLIENT_REQUEST_BYTES = 4 << 20  # request frames of one client address waiting or being answered, at most
+PROCESS_REQUEST_BYTES = 64 << 20  # those of every client together
+
 
 @dataclass
 class Holding:
@@ -43,6 +46,8 @@ class AnswerBudget:
         self._released = asyncio.Condition()
         self._admitting: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # per client: its lock, its users
         self.reserved = 0  # largest answers reserved by requests admitted whose answers are not counted yet
+        self.requests = 0  # bytes of request frames taken and not yet answered (``take_request``), on the loop
+        self.requests_by_client: dict[str, int] = {}
 
     def _has_room(self, client: str, reserve: bool) -> bool:
         """Room for a request of ``client``: one that may bring a large answer counts the reservations too."""
@@ -83,6 +88,24 @@ class AnswerBudget:
                 self.reserved -= self.client_bytes
                 async with self._released:
                     self._released.notify_all()
+
+    def take_request(self, client: str, size: int) -> bool:
+        """Whether a request frame of ``size`` bytes may wait for its turn: a client's requests wait behind each
+        other (``admission``), each holding its frame (up to 1 MB), over as many sockets as it opens; forty
+        sockets of one address, each with 16 such frames waiting, held 860 MB. Given back by ``give_request``."""
+        if (self.requests_by_client.get(client, 0) + size > CLIENT_REQUEST_BYTES
+                or self.requests + size > PROCESS_REQUEST_BYTES):
+            return False
+        self.requests += size
+        self.requests_by_client[client] = self.requests_by_client.get(client, 0) + size
+        return True
+
+    def give_request(self, client: str, size: int) -> None:
+        """The request taken by ``take_request`` is answered."""
+        self.requests -= size
+        left = self.requests_by_client.pop(client, 0) - size
+        if left > 0:
+            self.requests_by_client[client] = left
 
     def counted(self, pieces: Iterator[bytes], holding: Holding) -> Iterator[bytes]:
         """``pieces``, each counted against the budgets as it comes out of the app."""

@@ -504,10 +504,16 @@ class _Socket:
             await self.reply({"id": request_id, "error": {"type": "too-many-requests", "message":
                               f"{MAX_IN_FLIGHT} requests of this socket are unanswered; wait for one"},
                               "complete": True})
+        elif not self.settings.budget.take_request(self.client, len(text)):
+            await self.reply({"id": request_id, "error": {"type": "too-many-requests", "message":
+                              "the requests of this client waiting to be answered are as large as they may be; "
+                              "wait for their answers"}, "complete": True})
         else:
             task = asyncio.create_task(self.answer(request_id, frame))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
+            size = len(text)
+            task.add_done_callback(lambda _: self.settings.budget.give_request(self.client, size))
 
     async def authenticate(self, token: object) -> None:
         """TrustGraph's first frame: an empty token reads as anyone may; a token must be the server's."""
