@@ -16,9 +16,9 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from server.errors import BadRequest, NotFound
+from server.errors import BadRequest, LimitExceeded, NotFound
 from server.http.api import json_body
-from server.http.trustgraph_socket import Internal, RequestError, internal_request, query_string
+from server.http.trustgraph_socket import Internal, RequestError, answer_too_large, internal_request, query_string
 
 blueprint = Blueprint("trustgraph_rest", __name__)
 _KEPT = ("SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SCRIPT_NAME", "REMOTE_ADDR", "REMOTE_PORT", "HTTP_HOST",
@@ -56,12 +56,19 @@ def _answer(service: str) -> Response:
         return jsonify(first)
     if isinstance(first, list):  # triples in pieces
         return jsonify([*first, *(triple for frame in frames for triple in frame["response"])])
-    return Response(_joined_bindings(first, frames), mimetype="application/json")
+    most, written, size = current_app.config["GLASSGRAPH"].max_result_bytes, [], 0
+    for piece in _joined_bindings(first, frames):
+        size += len(piece)
+        if size > most:
+            raise LimitExceeded(answer_too_large(most))
+        written.append(piece)
+    return Response(written, mimetype="application/json")
 
 
 def _joined_bindings(first: dict[str, Any], frames: Iterator[dict]) -> Iterator[bytes]:
-    """A SELECT's frames as one JSON object, written a frame at a time: an answer of 5 MB of TSV is some
-    hundreds of MB as rows of wire terms in Python (one built whole peaked the worker at 720 MB)."""
+    """A SELECT's frames as one JSON object, a frame at a time: an answer of 5 MB of TSV is some hundreds of MB
+    as rows of wire terms in Python (one built whole peaked the worker at 720 MB), and its JSON at most
+    ``GLASSGRAPH_MAX_RESULT_BYTES`` (``_answer``)."""
     head = json.dumps({key: value for key, value in first.items() if key != "bindings"})
     yield f'{head[:-1]}, "bindings": ['.encode()
     separator = ""

@@ -157,6 +157,13 @@ def _sparql(request: dict) -> Internal:
                     query={"query": query}, accept="text/tab-separated-values, application/n-triples;q=0.9")
 
 
+def answer_too_large(most: int) -> str:
+    """Why an answer was cut: its frames passed ``most`` bytes. A term of a few bytes of TSV is some 70 as a wire
+    term: 4 MB of TSV made 307 MB of frames (14 s of the worker's CPU), past the /sparql answer's own limit."""
+    return (f"the answer passed {most} bytes of frames (GLASSGRAPH_MAX_RESULT_BYTES): narrow the query or add "
+            "LIMIT")
+
+
 CONSTRUCT_FRAME_BYTES = 8 * 1024 * 1024  # TrustGraph's client takes a graph in one frame: its N-Triples at most
 
 
@@ -461,12 +468,12 @@ class _Socket:
         self.tasks: set[asyncio.Task] = set()
         self.lock = asyncio.Lock()
 
-    async def reply(self, frame: dict) -> None:
-        """Send ``frame`` (ASCII JSON: a lone surrogate in a string cannot break its encoding)."""
+    async def reply(self, frame: dict) -> int:
+        """Send ``frame`` (ASCII JSON: a lone surrogate in a string cannot break its encoding); its length."""
         text = json.dumps(frame)
         async with self.lock:
             if self.gone:
-                return
+                return len(text)
             try:
                 await asyncio.wait_for(self.send({"type": "websocket.send", "text": text}),
                                        self.settings.send_timeout_s)
@@ -476,6 +483,7 @@ class _Socket:
                             self.settings.send_timeout_s)
             except (OSError, RuntimeError):  # uvicorn's ClientDisconnected (an OSError), or a send after the close
                 self.gone = True  # the client left mid-answer: its requests end quietly, as an HTTP client's
+        return len(text)
 
     def drop(self) -> None:
         """Mark the socket gone and abort its connection (uvicorn's websocket protocol holds the transport),
@@ -537,8 +545,11 @@ class _Socket:
                 pieces = budget.counted(answered.pieces, holding)
                 first = await answered.call(lambda: next(pieces, None))
             frames = internal.frames(answered.status, answered.headers, chain([] if first is None else [first], pieces))
+            sent, most = 0, self.settings.budget.client_bytes  # GLASSGRAPH_MAX_RESULT_BYTES, as over HTTP
             while not self.gone and (next_frame := await answered.call(lambda: next(frames, None))) is not None:
-                await self.reply({"id": request_id, **next_frame})
+                sent += await self.reply({"id": request_id, **next_frame})
+                if sent > most and not next_frame.get("complete"):
+                    raise RequestError(answer_too_large(most), "limit-exceeded")
         except RequestError as error:
             await self.reply({"id": request_id, "error": {"type": error.type, "message": str(error)},
                               "complete": True})
