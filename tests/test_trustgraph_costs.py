@@ -216,3 +216,19 @@ def test_requests_a_client_leaves_waiting_are_bounded_in_bytes(tmp_path: Path) -
         for client in clients:
             client.socket.close()
         live.close()
+
+
+@pytest.mark.parametrize(("service", "request_object"), [
+    ("sparql", {"query": "SELECT * { ?s ?p ?o } LIMIT 3", "limit": 10 ** 30}),  # past sys.maxsize: a 500
+    ("librarian", {"operation": {"t": "i", "i": "urn:x"}}),  # not a string, unhashable: a 500
+    ("librarian", {"operation": ["list-documents"]}),
+])
+def test_fields_of_any_json_type_or_size_are_answered_never_a_500(server: ProductionServer, service: str,
+                                                                  request_object: dict) -> None:
+    answer = requests.post(f"{server.url}/api/v1/flow/default/service/{service}", json=request_object, timeout=30)
+    assert answer.status_code < 500, answer.text
+    with connect(server.url.replace("http://", "ws://") + "/api/v1/socket", open_timeout=10) as client:
+        client.send(json.dumps({"type": "auth", "token": ""}))
+        assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+        client.send(json.dumps({"id": 1, "service": service, "request": request_object}))
+        assert json.loads(client.recv(timeout=30)).get("error", {}).get("type") != "internal-error"

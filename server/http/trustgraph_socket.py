@@ -20,6 +20,7 @@ import asyncio
 import base64
 import json
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
@@ -280,7 +281,7 @@ def _positive(request: dict, key: str) -> int | None:
     value = request.get(key)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
         raise RequestError(f"'{key}' must be a positive integer")
-    return value
+    return value if value is None else min(value, sys.maxsize)  # islice takes no more (10**30 was a 500)
 
 
 def _http_error(status: int, raw: bytes) -> dict:
@@ -299,6 +300,8 @@ def _librarian(request: dict) -> Internal:
     client reads it), ``list-documents`` and ``add-document`` (an ingest) in a collection (``collection``,
     Glassgraph's own key: TrustGraph's library has none; default ``default``)."""
     operation = request.get("operation")
+    if not isinstance(operation, str):  # an object is no key of PROCESSING_OPERATIONS: it was a 500
+        raise RequestError("the librarian request needs an 'operation' (a string)")
     collection = request.get("collection") or "default"
     if not isinstance(collection, str):
         raise RequestError("'collection' must be a string")
