@@ -232,3 +232,12 @@ def test_fields_of_any_json_type_or_size_are_answered_never_a_500(server: Produc
         assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
         client.send(json.dumps({"id": 1, "service": service, "request": request_object}))
         assert json.loads(client.recv(timeout=30)).get("error", {}).get("type") != "internal-error"
+
+
+def test_a_token_that_is_no_text_fails_auth_and_the_socket_stays(server: ProductionServer) -> None:
+    with connect(server.url.replace("http://", "ws://") + "/api/v1/socket", open_timeout=10) as client:
+        client.send(json.dumps({"type": "auth", "token": "\ud800"}))  # was an ASGI exception: the socket dropped
+        assert json.loads(client.recv(timeout=10))["type"] == "auth-failed"
+        client.send(json.dumps({"type": "auth", "token": ""}))
+        assert json.loads(client.recv(timeout=10))["type"] == "auth-ok"
+    assert "Exception in ASGI application" not in server.log_path.read_text()

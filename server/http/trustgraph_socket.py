@@ -529,7 +529,7 @@ class _Socket:
     async def authenticate(self, token: object) -> None:
         """TrustGraph's first frame: an empty token reads as anyone may; a token must be the server's."""
         given = token if isinstance(token, str) and token else None
-        if given is not None and not self.settings.token_ok(given):
+        if given is not None and not (_is_text(given) and self.settings.token_ok(given)):  # \ud800 was a crash
             await self.reply({"type": "auth-failed", "error": "wrong token (GLASSGRAPH_TOKEN)"})
             return
         self.token, self.authenticated = given, True
@@ -564,6 +564,15 @@ class _Socket:
             if answered is not None:
                 await answered.close()
             await budget.release(holding)
+
+
+def _is_text(value: str) -> bool:
+    """Whether ``value`` holds no lone surrogate (JSON's "\\ud800" decodes to one; UTF-8 cannot encode it)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _frame(text: str) -> dict | None:
