@@ -13,8 +13,8 @@ def drain(budget: AnswerBudget, holding: Holding, *pieces: bytes) -> None:
     assert list(budget.counted(iter(pieces), holding)) == list(pieces)
 
 
-async def admitted(budget: AnswerBudget, client: str) -> bool:
-    async with budget.admission(client) as admitted:
+async def admitted(budget: AnswerBudget, client: str, reserve: bool = True) -> bool:
+    async with budget.admission(client, reserve) as admitted:
         return admitted
 
 
@@ -58,3 +58,29 @@ def test_the_process_budget_holds_every_client_back_and_releases_add_up() -> Non
         await budget.release(second)  # an answer released twice gives nothing back twice
         assert budget.held == 0 and budget.by_client == {}
     asyncio.run(run())
+
+
+def test_many_clients_admitted_at_once_cannot_all_pass_the_process_budget() -> None:
+    async def run() -> None:
+        budget = AnswerBudget(process_bytes=100, client_bytes=80, wait_s=0.2)
+        async with budget.admission("a") as first, budget.admission("b") as second:
+            assert first and second  # the second passes on the first's reservation: one answer past the budget
+            assert not await admitted(budget, "c")  # neither answer is counted yet, and both may be large
+            assert await admitted(budget, "c", reserve=False)  # a small answer (a RAG one) reserves nothing
+        assert budget.reserved == 0 and await admitted(budget, "c")
+    asyncio.run(run())
+
+
+def test_request_frames_waiting_are_bounded_per_client_and_given_back() -> None:
+    from server.http.socket_budget import CLIENT_REQUEST_BYTES
+
+    budget = AnswerBudget(process_bytes=1000, client_bytes=100, wait_s=0.1)
+    megabyte = 1 << 20
+    taken = 0
+    while budget.take_request("a", megabyte):
+        taken += 1
+    assert taken == CLIENT_REQUEST_BYTES // megabyte and budget.take_request("b", megabyte)  # others go on
+    for _ in range(taken):
+        budget.give_request("a", megabyte)
+    budget.give_request("b", megabyte)
+    assert budget.requests == 0 and budget.requests_by_client == {} and budget.take_request("a", megabyte)

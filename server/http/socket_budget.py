@@ -9,7 +9,10 @@ at most) and one for the process (``GLASSGRAPH_SOCKET_MEMORY``). A request start
 room; it waits for room (a client waits behind its own answers) up to ``GLASSGRAPH_QUEUE_WAIT``, then is
 refused busy. The size of an answer is only known once the app has made it, so a client's requests are
 admitted one at a time, each once the answer before it is counted, and a budget is passed by one answer
-at most: a client holds at most its budget plus one answer.
+at most: a client holds at most its budget plus one answer. For the process, a request that may bring a
+large answer reserves a largest answer (the client budget) until its answer is counted: requests of many
+clients admitted at once cannot all pass an empty process budget (twelve addresses, each one unread
+SELECT of 41 MB, held 500 MB of a 256 MB budget), and the process holds at most its budget plus one answer.
 """
 from __future__ import annotations
 
@@ -18,6 +21,9 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+
+CLIENT_REQUEST_BYTES = 4 << 20  # request frames of one client address waiting or being answered, at most
+PROCESS_REQUEST_BYTES = 64 << 20  # those of every client together
 
 
 @dataclass
@@ -39,26 +45,35 @@ class AnswerBudget:
         self._lock = threading.Lock()
         self._released = asyncio.Condition()
         self._admitting: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # per client: its lock, its users
+        self.reserved = 0  # largest answers reserved by requests admitted whose answers are not counted yet
+        self.requests = 0  # bytes of request frames taken and not yet answered (``take_request``), on the loop
+        self.requests_by_client: dict[str, int] = {}
 
-    def _has_room(self, client: str) -> bool:
-        return self.held < self.process_bytes and self.by_client.get(client, 0) < self.client_bytes
+    def _has_room(self, client: str, reserve: bool) -> bool:
+        """Room for a request of ``client``: one that may bring a large answer counts the reservations too."""
+        return (self.held + (self.reserved if reserve else 0) < self.process_bytes
+                and self.by_client.get(client, 0) < self.client_bytes)
 
     @asynccontextmanager
-    async def admission(self, client: str) -> AsyncIterator[bool]:
+    async def admission(self, client: str, reserve: bool = True) -> AsyncIterator[bool]:
         """True once the process and ``client`` hold less than their budgets, False after ``wait_s``. While
         True it is held, ``client``'s other requests wait: the caller runs its request and counts the first
         piece of the answer (a SPARQL answer is one piece) before the next is admitted, so that a client's
-        requests sent at once cannot all pass an empty budget."""
+        requests sent at once cannot all pass an empty budget. With ``reserve`` (an answer that may be large)
+        it also reserves a largest answer of the process budget meanwhile, so that many clients' cannot."""
         lock, users = self._admitting.setdefault(client, (asyncio.Lock(), [0]))
         users[0] += 1
-        acquired = False
+        acquired = reserved = False
         try:
             try:
                 async with asyncio.timeout(self.wait_s):
                     await lock.acquire()
                     acquired = True
                     async with self._released:
-                        await self._released.wait_for(lambda: self._has_room(client))
+                        await self._released.wait_for(lambda: self._has_room(client, reserve))
+                        if reserve:
+                            self.reserved += self.client_bytes
+                            reserved = True
             except TimeoutError:
                 yield False
                 return
@@ -69,6 +84,28 @@ class AnswerBudget:
             users[0] -= 1
             if not users[0]:
                 del self._admitting[client]
+            if reserved:
+                self.reserved -= self.client_bytes
+                async with self._released:
+                    self._released.notify_all()
+
+    def take_request(self, client: str, size: int) -> bool:
+        """Whether a request frame of ``size`` bytes may wait for its turn: a client's requests wait behind each
+        other (``admission``), each holding its frame (up to 1 MB), over as many sockets as it opens; forty
+        sockets of one address, each with 16 such frames waiting, held 860 MB. Given back by ``give_request``."""
+        if (self.requests_by_client.get(client, 0) + size > CLIENT_REQUEST_BYTES
+                or self.requests + size > PROCESS_REQUEST_BYTES):
+            return False
+        self.requests += size
+        self.requests_by_client[client] = self.requests_by_client.get(client, 0) + size
+        return True
+
+    def give_request(self, client: str, size: int) -> None:
+        """The request taken by ``take_request`` is answered."""
+        self.requests -= size
+        left = self.requests_by_client.pop(client, 0) - size
+        if left > 0:
+            self.requests_by_client[client] = left
 
     def counted(self, pieces: Iterator[bytes], holding: Holding) -> Iterator[bytes]:
         """``pieces``, each counted against the budgets as it comes out of the app."""

@@ -9,13 +9,16 @@ the one response object TrustGraph's client reads (a SELECT's batches joined), a
 from __future__ import annotations
 
 import io
+import json
+from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from server.errors import BadRequest, NotFound
+from server.errors import BadRequest, LimitExceeded, NotFound
 from server.http.api import json_body
-from server.http.trustgraph_socket import Internal, RequestError, internal_request, query_string
+from server.http.trustgraph_socket import Internal, RequestError, answer_too_large, internal_request, query_string
 
 blueprint = Blueprint("trustgraph_rest", __name__)
 _KEPT = ("SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SCRIPT_NAME", "REMOTE_ADDR", "REMOTE_PORT", "HTTP_HOST",
@@ -42,18 +45,39 @@ def _answer(service: str) -> Response:
     except RequestError as error:
         raise (NotFound if error.type == "unknown-service" else BadRequest)(str(error)) from None
     status, headers, answer = _run(internal)
-    frames = list(internal.frames(status, headers, iter([answer])))
-    failed = next((frame for frame in frames if "error" in frame), None)
-    if failed is not None:
-        response = jsonify(error=failed["error"])
+    frames = internal.frames(status, headers, iter([answer]))
+    frame = next(frames)
+    if "error" in frame:
+        response = jsonify(error=frame["error"])
         response.status_code = status if status >= 400 else 502
         return response
-    first: dict[str, Any] | list = frames[0]["response"]
-    if len(frames) == 1:
+    first: dict[str, Any] | list = frame["response"]
+    if frame["complete"]:
         return jsonify(first)
     if isinstance(first, list):  # triples in pieces
-        return jsonify([triple for frame in frames for triple in frame["response"]])
-    return jsonify({**first, "bindings": [row for frame in frames for row in frame["response"]["bindings"]]})
+        return jsonify([*first, *(triple for frame in frames for triple in frame["response"])])
+    most, written, size = current_app.config["GLASSGRAPH"].max_result_bytes, [], 0
+    for piece in _joined_bindings(first, frames):
+        size += len(piece)
+        if size > most:
+            raise LimitExceeded(answer_too_large(most))
+        written.append(piece)
+    return Response(written, mimetype="application/json")
+
+
+def _joined_bindings(first: dict[str, Any], frames: Iterator[dict]) -> Iterator[bytes]:
+    """A SELECT's frames as one JSON object, a frame at a time: an answer of 5 MB of TSV is some hundreds of MB
+    as rows of wire terms in Python (one built whole peaked the worker at 720 MB), and its JSON at most
+    ``GLASSGRAPH_MAX_RESULT_BYTES`` (``_answer``)."""
+    head = json.dumps({key: value for key, value in first.items() if key != "bindings"})
+    yield f'{head[:-1]}, "bindings": ['.encode()
+    separator = ""
+    for frame in chain([{"response": first}], frames):
+        rows = frame.get("response", {}).get("bindings", [])
+        if rows:
+            yield (separator + ", ".join(json.dumps(row) for row in rows)).encode()
+            separator = ", "
+    yield b"]}"
 
 
 def _run(internal: Internal) -> tuple[int, dict[str, str], bytes]:

@@ -20,6 +20,7 @@ import asyncio
 import base64
 import json
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
@@ -64,6 +65,7 @@ class Internal:
     body: bytes = b""
     accept: str = "application/json"
     content_type: str = "application/json"
+    reserve: bool = True  # the answer may be large (``AnswerBudget.admission``); a RAG answer is a few KB
 
 
 def _rag(path: str, limits: dict[str, str]) -> Callable[[dict], Internal]:
@@ -79,7 +81,7 @@ def _rag(path: str, limits: dict[str, str]) -> Callable[[dict], Internal]:
         streaming = bool(request.get("streaming", False))
         return Internal("POST", path, _rag_frames if streaming else _rag_answer,
                         body=json.dumps({**body, "streaming": streaming}).encode(),
-                        accept="application/x-ndjson" if streaming else "application/json")
+                        accept="application/x-ndjson" if streaming else "application/json", reserve=False)
     return make
 
 
@@ -156,6 +158,13 @@ def _sparql(request: dict) -> Internal:
                     query={"query": query}, accept="text/tab-separated-values, application/n-triples;q=0.9")
 
 
+def answer_too_large(most: int) -> str:
+    """Why an answer was cut: its frames passed ``most`` bytes. A term of a few bytes of TSV is some 70 as a wire
+    term: 4 MB of TSV made 307 MB of frames (14 s of the worker's CPU), past the /sparql answer's own limit."""
+    return (f"the answer passed {most} bytes of frames (GLASSGRAPH_MAX_RESULT_BYTES): narrow the query or add "
+            "LIMIT")
+
+
 CONSTRUCT_FRAME_BYTES = 8 * 1024 * 1024  # TrustGraph's client takes a graph in one frame: its N-Triples at most
 
 
@@ -181,15 +190,32 @@ def _sparql_frames(status: int, headers: dict[str, str], body: Iterator[bytes], 
         yield {"response": {"query-type": "ask", "ask-result": head == b"true"}, "complete": True}
         return
     variables = [name[1:] for name in head.decode("utf-8").split("\t")] if head else []
-    rows = islice(lines, limit)
-    taken = list(islice(rows, batch))
-    while True:
-        following = list(islice(rows, batch))
+    batches = _batches(islice(lines, limit), batch)
+    taken = next(batches)
+    for following in chain(batches, [None]):
         yield {"response": {"query-type": "select", "variables": variables,
-                            "bindings": _wire_rows(head, taken, len(variables))}, "complete": not following}
-        if not following:
+                            "bindings": _wire_rows(head, taken, len(variables))}, "complete": following is None}
+        if following is None:
             return
         taken = following
+
+
+FRAME_TSV_BYTES = 64 * 1024  # TSV rows one frame is made of at most (beside the client's batch-size)
+
+
+def _batches(lines: Iterator[bytes], batch: int) -> Iterator[list[bytes]]:
+    """``lines`` in lists of at most ``batch`` lines and ``FRAME_TSV_BYTES`` (a longer line alone); one empty list
+    when there are none. A term of a few bytes of TSV is some hundreds as a wire term in Python: a batch-size
+    of a million once made one 100,000-row answer of 5 MB into 900 MB of rows at once."""
+    taken: list[bytes] = []
+    size = 0
+    for line in lines:
+        if taken and (len(taken) >= batch or size + len(line) > FRAME_TSV_BYTES):
+            yield taken
+            taken, size = [], 0
+        taken.append(line)
+        size += len(line)
+    yield taken
 
 
 def _lines(pieces: Iterator[bytes]) -> Iterator[bytes]:
@@ -255,7 +281,7 @@ def _positive(request: dict, key: str) -> int | None:
     value = request.get(key)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
         raise RequestError(f"'{key}' must be a positive integer")
-    return value
+    return value if value is None else min(value, sys.maxsize)  # islice takes no more (10**30 was a 500)
 
 
 def _http_error(status: int, raw: bytes) -> dict:
@@ -274,6 +300,8 @@ def _librarian(request: dict) -> Internal:
     client reads it), ``list-documents`` and ``add-document`` (an ingest) in a collection (``collection``,
     Glassgraph's own key: TrustGraph's library has none; default ``default``)."""
     operation = request.get("operation")
+    if not isinstance(operation, str):  # an object is no key of PROCESSING_OPERATIONS: it was a 500
+        raise RequestError("the librarian request needs an 'operation' (a string)")
     collection = request.get("collection") or "default"
     if not isinstance(collection, str):
         raise RequestError("'collection' must be a string")
@@ -387,6 +415,11 @@ def internal_request(frame: dict) -> Internal:
     if not isinstance(request, dict):
         raise RequestError("'request' must be a JSON object")
     internal = SERVICES[service](request)
+    for text in (internal.path, *internal.query.values()):  # a collection, document id or title of the client's
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RequestError("a string of the request holds a lone surrogate (\\ud800-\\udfff): not text") from None
     return replace(internal, frames=lambda *answer: map(trustgraph_terms, internal.frames(*answer)))
 
 
@@ -438,12 +471,12 @@ class _Socket:
         self.tasks: set[asyncio.Task] = set()
         self.lock = asyncio.Lock()
 
-    async def reply(self, frame: dict) -> None:
-        """Send ``frame`` (ASCII JSON: a lone surrogate in a string cannot break its encoding)."""
+    async def reply(self, frame: dict) -> int:
+        """Send ``frame`` (ASCII JSON: a lone surrogate in a string cannot break its encoding); its length."""
         text = json.dumps(frame)
         async with self.lock:
             if self.gone:
-                return
+                return len(text)
             try:
                 await asyncio.wait_for(self.send({"type": "websocket.send", "text": text}),
                                        self.settings.send_timeout_s)
@@ -451,6 +484,9 @@ class _Socket:
                 self.drop()
                 log.warning("dropped a TrustGraph socket: the client took no frame for %g s (GLASSGRAPH_SEND_TIMEOUT)",
                             self.settings.send_timeout_s)
+            except (OSError, RuntimeError):  # uvicorn's ClientDisconnected (an OSError), or a send after the close
+                self.gone = True  # the client left mid-answer: its requests end quietly, as an HTTP client's
+        return len(text)
 
     def drop(self) -> None:
         """Mark the socket gone and abort its connection (uvicorn's websocket protocol holds the transport),
@@ -479,15 +515,21 @@ class _Socket:
             await self.reply({"id": request_id, "error": {"type": "too-many-requests", "message":
                               f"{MAX_IN_FLIGHT} requests of this socket are unanswered; wait for one"},
                               "complete": True})
+        elif not self.settings.budget.take_request(self.client, len(text)):
+            await self.reply({"id": request_id, "error": {"type": "too-many-requests", "message":
+                              "the requests of this client waiting to be answered are as large as they may be; "
+                              "wait for their answers"}, "complete": True})
         else:
             task = asyncio.create_task(self.answer(request_id, frame))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
+            size = len(text)
+            task.add_done_callback(lambda _: self.settings.budget.give_request(self.client, size))
 
     async def authenticate(self, token: object) -> None:
         """TrustGraph's first frame: an empty token reads as anyone may; a token must be the server's."""
         given = token if isinstance(token, str) and token else None
-        if given is not None and not self.settings.token_ok(given):
+        if given is not None and not (_is_text(given) and self.settings.token_ok(given)):  # \ud800 was a crash
             await self.reply({"type": "auth-failed", "error": "wrong token (GLASSGRAPH_TOKEN)"})
             return
         self.token, self.authenticated = given, True
@@ -497,7 +539,7 @@ class _Socket:
         answered, budget, holding = None, self.settings.budget, Holding(self.client)
         try:
             internal = internal_request(frame)
-            async with budget.admission(self.client) as admitted:
+            async with budget.admission(self.client, internal.reserve) as admitted:
                 if not admitted:
                     raise RequestError("the server holds as many unsent answers as it may (of this client's "
                                        "sockets, or of all); read the answers you have, then ask again",
@@ -506,8 +548,11 @@ class _Socket:
                 pieces = budget.counted(answered.pieces, holding)
                 first = await answered.call(lambda: next(pieces, None))
             frames = internal.frames(answered.status, answered.headers, chain([] if first is None else [first], pieces))
+            sent, most = 0, self.settings.budget.client_bytes  # GLASSGRAPH_MAX_RESULT_BYTES, as over HTTP
             while not self.gone and (next_frame := await answered.call(lambda: next(frames, None))) is not None:
-                await self.reply({"id": request_id, **next_frame})
+                sent += await self.reply({"id": request_id, **next_frame})
+                if sent > most and not next_frame.get("complete"):
+                    raise RequestError(answer_too_large(most), "limit-exceeded")
         except RequestError as error:
             await self.reply({"id": request_id, "error": {"type": error.type, "message": str(error)},
                               "complete": True})
@@ -519,6 +564,15 @@ class _Socket:
             if answered is not None:
                 await answered.close()
             await budget.release(holding)
+
+
+def _is_text(value: str) -> bool:
+    """Whether ``value`` holds no lone surrogate (JSON's "\\ud800" decodes to one; UTF-8 cannot encode it)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _frame(text: str) -> dict | None:
