@@ -122,3 +122,9 @@ class ProductionServer:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+
+def answered_status(response: requests.Response) -> int:
+    """The status Glassgraph answered: TrustGraph's REST forms carry an error with 200 and the status in
+    ``X-Glassgraph-Status`` (as TrustGraph's gateway does, whose client reads errors from a 200 only)."""
+    return int(response.headers.get("X-Glassgraph-Status", response.status_code))

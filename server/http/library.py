@@ -8,7 +8,8 @@ text (the librarian's, pages joined) is ingested there as ``text/plain`` under i
 in the librarian graph (``urn:trustgraph:processing:{id}``, ``sparql/library_*.r[qu]``): a restart loses none.
 
 ``GET /api/library/processing`` lists them, ``POST`` adds one (``{"id", "document", "collection", "flow",
-"tags"}``), ``DELETE ?id=`` removes one (the record only, as TrustGraph's does: not what its ingest wrote).
+"tags"}``; ``flow`` is ``default`` unless given), ``DELETE ?id=`` removes one (the record only, as TrustGraph's
+does: not what its ingest wrote).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def add_processing() -> Response:
     body = json_body()
     if not isinstance(body, dict) or set(body) - set(_FIELDS):
         raise BadRequest(f"the body must be a JSON object of {', '.join(_FIELDS)}")
-    processing_id, collection, flow = (_text(body, key) for key in ("id", "collection", "flow"))
+    processing_id, collection, flow = (_text({"flow": "default", **body}, key) for key in ("id", "collection", "flow"))
     tags = body.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
         raise BadRequest("'tags' must be a list of strings")

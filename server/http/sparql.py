@@ -95,13 +95,17 @@ def _operation(kind: str, text: str, params: dict[str, list[str]]) -> Operation:
     return Operation(kind, text, *(_iris(params.get(name, []), name) for name in names), rows)
 
 
+MAX_ROWS_DIGITS = 18  # a longer number of rows is past any row limit (and would be slow to read as a number)
+
+
 def _rows(value: str | None) -> int | None:
     """The ``rows`` parameter (Glassgraph's own): a positive whole number, or None when it is not given."""
     if value is None:
         return None
-    if not value.isascii() or not value.isdigit() or len(value) > 12 or int(value) < 1:
+    digits = value.lstrip("0")
+    if not value.isascii() or not value.isdigit() or not digits:
         raise BadRequest(f"'rows' must be a positive whole number of rows, not {value[:40]!r}")
-    return int(value)
+    return int(digits) if len(digits) <= MAX_ROWS_DIGITS else 10 ** MAX_ROWS_DIGITS  # past any limit
 
 
 def read_operation() -> Operation | None:

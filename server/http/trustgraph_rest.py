@@ -3,8 +3,11 @@
 
 Each is made into the same Glassgraph request as over the socket and run through this app (a nested request:
 the caller's address and ``Authorization`` go with it, so every limit, rate and check applies); the answer is
-the one response object TrustGraph's client reads (a SELECT's batches joined), an error is
-``{"error": {"type", "message"}}`` with the status Glassgraph answered. REST answers are never streamed.
+the one response object TrustGraph's client reads (a SELECT's batches joined). An error is
+``{"error": {"type", "message"}}`` with status 200, as TrustGraph's gateway answers it (its client reads an
+error's message only from a 200, and says "Status code 400" of anything else); the status Glassgraph would have
+answered is in ``X-Glassgraph-Status``. A refused token keeps its 401 or 403, as TrustGraph's does. REST answers
+are never streamed.
 """
 from __future__ import annotations
 
@@ -26,6 +29,19 @@ _KEPT = ("SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SCRIPT_NAME", "REMOTE
          "wsgi.multiprocess", "wsgi.run_once")
 
 
+AUTH_STATUSES = (401, 403)
+
+
+@blueprint.after_request
+def _error_in_the_body(response: Response) -> Response:
+    """An error answered 200 with its ``{"error": ...}`` body, its status in ``X-Glassgraph-Status``."""
+    if request.method == "POST" and response.status_code >= 400 and response.status_code not in AUTH_STATUSES \
+            and response.is_json:
+        response.headers["X-Glassgraph-Status"] = str(response.status_code)
+        response.status_code = 200
+    return response
+
+
 @blueprint.route("/api/v1/flow/<flow>/service/<service>", methods=["POST"])
 def flow_service(flow: str, service: str) -> Response:
     return _answer(service)
@@ -34,6 +50,19 @@ def flow_service(flow: str, service: str) -> Response:
 @blueprint.route("/api/v1/librarian", methods=["POST"])
 def librarian() -> Response:
     return _answer("librarian")
+
+
+@blueprint.route("/api/v1/document-stream", methods=["GET"])
+def document_stream() -> Response:
+    """TrustGraph's ``tg-get-document-content``: the text of a document, page or chunk (``document-id``, its
+    IRI), as ``/api/documents`` answers it; an error with its own status (the client checks the status)."""
+    document = request.args.get("document-id")
+    if not document:
+        raise BadRequest("document-stream needs the 'document-id' of a document, page or chunk (its IRI)")
+    answered_as_is = Internal("GET", "/api/documents", lambda *_: iter(()), query={"id": document},
+                              accept="text/plain")  # no frames: the body is the answer
+    status, headers, body = _run(answered_as_is)
+    return Response(body, status=status, content_type=headers.get("content-type"))
 
 
 def _answer(service: str) -> Response:

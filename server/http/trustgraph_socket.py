@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import chain, islice
 from typing import Any
 from urllib.parse import urlencode
@@ -70,23 +72,26 @@ class Internal:
 
 def _rag(path: str, limits: dict[str, str]) -> Callable[[dict], Internal]:
     """A GraphRAG or document RAG request: the question, collection, ``limits`` (TrustGraph's key -> ours)
-    and streaming."""
+    and streaming. Every question leaves its trace, as over HTTP; its explain messages go to a client that
+    asked for them (``explainable``)."""
 
     def make(request: dict) -> Internal:
         body: dict[str, Any] = {"query": request.get("query"), "collection": request.get("collection") or "default",
-                                "explainable": bool(request.get("explainable", False))}
+                                "explainable": True}
         for key, name in limits.items():
             if request.get(key) is not None:
                 body[name] = request[key]
         streaming = bool(request.get("streaming", False))
-        return Internal("POST", path, _rag_frames if streaming else _rag_answer,
+        frames = partial(_rag_frames, explain=bool(request.get("explainable", False)))
+        return Internal("POST", path, frames if streaming else _rag_answer,
                         body=json.dumps({**body, "streaming": streaming}).encode(),
                         accept="application/x-ndjson" if streaming else "application/json", reserve=False)
     return make
 
 
-def _rag_frames(status: int, headers: dict[str, str], body: Iterator[bytes]) -> Iterator[dict]:
-    """Each NDJSON message of a streamed answer as the frame's ``response`` (the shapes are TrustGraph's)."""
+def _rag_frames(status: int, headers: dict[str, str], body: Iterator[bytes], explain: bool) -> Iterator[dict]:
+    """Each NDJSON message of a streamed answer as the frame's ``response`` (the shapes are TrustGraph's); its
+    explain messages only when ``explain``."""
     if status >= 400:
         yield _http_error(status, b"".join(body))
         return
@@ -95,8 +100,9 @@ def _rag_frames(status: int, headers: dict[str, str], body: Iterator[bytes]) -> 
         pending += piece
         *lines, pending = pending.split(b"\n")
         for line in lines:
-            if line.strip():
-                yield from map(_message_frame, _per_entity(json.loads(line)))
+            message = json.loads(line) if line.strip() else None
+            if message is not None and (explain or message.get("message_type") != "explain"):
+                yield from map(_message_frame, _per_entity(message))
 
 
 def _per_entity(message: dict) -> list[dict]:
@@ -154,8 +160,9 @@ def _sparql(request: dict) -> Internal:
     except UnicodeEncodeError:
         raise RequestError("the 'query' holds a lone surrogate (\\ud800-\\udfff): not text") from None
     batch, limit = _batch(request), _positive(request, "limit")
+    rows = {"rows": str(limit)} if limit else {}  # the first rows of a longer answer, not its GLASSGRAPH_MAX_ROWS 422
     return Internal("GET", "/sparql", lambda status, headers, body: _sparql_frames(status, headers, body, batch, limit),
-                    query={"query": query}, accept="text/tab-separated-values, application/n-triples;q=0.9")
+                    query={"query": query, **rows}, accept="text/tab-separated-values, application/n-triples;q=0.9")
 
 
 def answer_too_large(most: int) -> str:
@@ -320,8 +327,10 @@ def _librarian(request: dict) -> Internal:
         kind, title = metadata.get("kind") or "text/plain", metadata.get("title") or metadata.get("id") or "document"
         if not isinstance(kind, str) or not isinstance(title, str):
             raise RequestError("'kind' and 'title' must be strings")
-        # the content goes on as it came: decoded by the app, once the write gate let the request in
-        return Internal("POST", documents, _added_frames, query={"name": title, "encoding": "base64"},
+        # the content goes on as it came: decoded by the app, once the write gate let the request in;
+        # a title given (tg-add-library-document --name) is the document's, over the one its text has
+        given = {"title": title} if metadata.get("title") else {}
+        return Internal("POST", documents, _added_frames, query={"name": title, "encoding": "base64", **given},
                         body=request["content"].encode("utf-8", "surrogatepass"), content_type=kind)
     if operation in PROCESSING_OPERATIONS:
         return PROCESSING_OPERATIONS[operation](request)
@@ -339,9 +348,14 @@ def _content_frames(status: int, headers: dict[str, str], body: Iterator[bytes])
 def _listing_frames(listing: dict) -> Iterator[dict]:
     """The collection's documents as TrustGraph's document metadata (``id`` is the document's IRI)."""
     listed = [{"id": document["iri"], "kind": document["media_type"] or "text/plain", "title": document["title"] or "",
-               "comments": "", "metadata": [], "tags": [], "document-type": "source"}
-              for document in listing["documents"]]
+               "comments": "", "metadata": [], "tags": [], "document-type": "source",
+               "time": _epoch(document["ingested"])} for document in listing["documents"]]
     yield {"response": {"document-metadatas": listed}, "complete": True}
+
+
+def _epoch(moment: str | None) -> int:
+    """An ISO 8601 time as TrustGraph's seconds since the epoch (0 for a document still being ingested)."""
+    return int(dt.datetime.fromisoformat(moment).timestamp()) if moment else 0
 
 
 @_json_frames
