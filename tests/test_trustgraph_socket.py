@@ -109,7 +109,10 @@ def test_bad_frames_get_trustgraph_error_frames_and_the_socket_stays(server: Pro
     [malformed] = answers(client, {"id": "s", "service": "sparql", "request": {"query": "SELEC"}})
     assert malformed["error"]["type"] == "bad-request" and "SELECT" in malformed["error"]["message"]
     [limits] = answers(client, {"id": "l", "service": "graph-rag", "request": {"query": "x?", "entity-limit": 0}})
-    assert limits["error"]["type"] == "bad-request"
+    assert limits["error"]["type"] == "bad-request" and "'entity-limit'" in limits["error"]["message"]  # as sent
+    [passages] = answers(client, {"id": "d", "service": "document-rag", "request": {"query": "x?", "doc-limit": 0,
+                                                                                   "streaming": True}})
+    assert "'doc-limit'" in passages["error"]["message"] and "passages" not in passages["error"]["message"]
     client.send("x" * (MAX_FRAME_BYTES + 1))  # a frame past the limit closes the socket, with its reason
     with pytest.raises(ConnectionClosed) as closed:
         client.recv(timeout=10)

@@ -82,11 +82,23 @@ def _rag(path: str, limits: dict[str, str]) -> Callable[[dict], Internal]:
             if request.get(key) is not None:
                 body[name] = request[key]
         streaming = bool(request.get("streaming", False))
-        frames = partial(_rag_frames, explain=bool(request.get("explainable", False)))
-        return Internal("POST", path, frames if streaming else _rag_answer,
+        frames = partial(_rag_frames, explain=bool(request.get("explainable", False))) if streaming else _rag_answer
+        return Internal("POST", path, partial(_named_as_sent, frames, limits),
                         body=json.dumps({**body, "streaming": streaming}).encode(),
                         accept="application/x-ndjson" if streaming else "application/json", reserve=False)
     return make
+
+
+def _named_as_sent(frames: Callable[[int, dict[str, str], Iterator[bytes]], Iterator[dict]], limits: dict[str, str],
+                   status: int, headers: dict[str, str], body: Iterator[bytes]) -> Iterator[dict]:
+    """``frames``, an error naming a field by the key the client sent (``'doc-limit'``, not ``'passages'``)."""
+    for frame in frames(status, headers, body):
+        if isinstance(frame.get("error"), dict) and isinstance(frame["error"].get("message"), str):
+            message = frame["error"]["message"]
+            for key, name in limits.items():
+                message = message.replace(f"'{name}'", f"'{key}'")
+            frame = {**frame, "error": {**frame["error"], "message": message}}
+        yield frame
 
 
 def _rag_frames(status: int, headers: dict[str, str], body: Iterator[bytes], explain: bool) -> Iterator[dict]:
