@@ -15,6 +15,7 @@ from server.config import Config
 from server.explain.trace import read_trace
 from server.rag import chains
 from server.rag.label_index import LabelIndex
+from server.rag.llm import NO_ANSWER
 from server.rag.offline import extractive_answer
 from server.rag.pipeline import GraphRag
 from server.rag.retrieval import RetrievalLimits, edge_id
@@ -187,6 +188,25 @@ def test_an_answer_its_edges_do_not_hold_is_marked_and_replaced(france_store: Gr
     assert trace["answer_text"] == answer
     shown = "\n".join(trace_lines(trace))
     assert "    Unsupported: The capital of Japan is Tokyo [1]." in shown and "Answer fallback: " in shown
+
+
+def test_a_model_that_chose_and_answered_beside_the_question_is_followed_by_no_unrelated_fact(
+        france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:
+    config = Config(store_path=None, llm="openai", llm_base_url=scripted_llm.base_url, llm_api_key="test",
+                    llm_model="scripted-model", llm_retries=0)
+    rag = make_graph_rag(france_store, config)
+    currency, capital = edge_id("France", "currency", "Euro"), edge_id("France", "capital", "Paris")
+    scripted_llm.reply(json.dumps({"id": currency, "reasoning": "money"}))  # not what the question asks for
+    scripted_llm.reply("The capital of France is Lyon [1].")
+    messages = list(rag.run("What is the capital of France?"))
+    answer = "".join(m.response for m in messages)
+    assert answer == NO_ANSWER  # not "The currency of France is Euro [1].": its one edge is beside the question
+    assert "none of its edges is one the question asks for" in read_trace(france_store, session_of(messages))[
+        "answer_fallback"]
+    scripted_llm.reply("\n".join(json.dumps({"id": i, "reasoning": "r"}) for i in (currency, capital)))
+    scripted_llm.reply("The capital of France is Lyon [2].")
+    answer = "".join(m.response for m in rag.run("What is the capital of France?"))
+    assert answer == "The capital of France is Paris [2]."  # the edge asked for, under its own number
 
 
 def test_a_supported_answer_is_kept(france_store: GraphStore, scripted_llm: ScriptedLLM) -> None:

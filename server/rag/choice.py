@@ -71,6 +71,7 @@ class Choice:
     batch_log: list[str] = field(default_factory=list)  # "N: what became of batch N", one per call
     unoffered: list[str] = field(default_factory=list)  # edge ids the model never saw (trimmed or left over)
     queued_s: float = 0.0  # waited for the LLM endpoint's slots (GLASSGRAPH_LLM_CONCURRENCY)
+    asked: list[str] = field(default_factory=list)  # the edge ids the deterministic selector chose, for the check
 
     @property
     def outcome(self) -> str:
@@ -115,7 +116,8 @@ def choose_edges(llm: LLM, question: str, labeled: dict[str, Edge], aliases: Ali
     ranked = [(i, labeled[i]) for i in deterministic.ranking]
     tokens = _token_counter(llm, question, ranked, aliases or {})
     batches, trimmed = _batches(question, ranked, llm.context_tokens, aliases or {}, tokens)
-    choice = Choice([], MODEL, trimmed=trimmed, context_tokens=llm.context_tokens)
+    choice = Choice([], MODEL, trimmed=trimmed, context_tokens=llm.context_tokens,
+                    asked=[i for i, _ in deterministic.chosen])
     picked: dict[str, str] = {}
     failures: list[str] = []
     queue = list(batches)

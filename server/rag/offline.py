@@ -47,11 +47,12 @@ def _join(items: list[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def extractive_answer(edges: list[Edge]) -> str:
+def extractive_answer(edges: list[Edge], numbers: list[int] | None = None) -> str:
     """One sentence per subject and predicate with its objects joined, or per predicate and single
     object with its subjects joined, told from that object ("France is the border of Italy, Spain and
     Germany.": a chain reached them from France; "Heat and Thief were directed by Michael Mann."), in edge order,
-    each with ``[n]`` marks naming the edges it rests on (1-based, in the order given: the selection's).
+    each with ``[n]`` marks naming the edges it rests on (1-based, in the order given: the selection's; or
+    ``numbers``, an edge's number each, when the edges are some of the selection's).
     An edge whose reverse (same predicate) is already stated is left out: a symmetric fact such as
     ``borders`` is told once, marked with both, from the entity in most such pairs ("The borders of France
     are Italy, Spain and Germany.", however the chain reached them)."""
@@ -61,7 +62,7 @@ def extractive_answer(edges: list[Edge]) -> str:
     pairs = Counter((s, p) for s, p, o in given if (o, p, s) in given)
     by_subject: dict[tuple[str, str], tuple[list[str], list[int]]] = {}
     stated: dict[Edge, tuple[str, str]] = {}
-    for number, (s, p, o) in enumerate(edges, start=1):
+    for number, (s, p, o) in zip(numbers or range(1, len(edges) + 1), edges, strict=True):
         if pairs[(o, p)] > pairs[(s, p)]:
             s, o = o, s
         if (s, p, o) in stated or (o, p, s) in stated:

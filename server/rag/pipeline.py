@@ -84,7 +84,8 @@ class GraphRag(StagedRun):
         check = AnswerCheck([])
         if self.check_answers and (choice.edges or context) and not getattr(self.llm, "deterministic", False):
             answer = list(answer)  # read whole before any of it is sent: it may be replaced
-            check = check_answer(question, selected, "".join(answer), context)
+            asked = [n for n, (edge_id, _, _) in enumerate(choice.edges, start=1) if edge_id in choice.asked]
+            check = check_answer(question, selected, "".join(answer), context, asked if choice.asked else None)
             if check.replacement is not None:
                 answer, spans = [check.replacement], check.spans
         for piece in itertools.chain(answer, [completeness_note(choice, selected)] if choice.edges else []):
@@ -147,17 +148,23 @@ class AnswerCheck:
 
 
 def check_answer(question: str, selected: list[tuple[str, str, str]], text: str,
-                 context: list[ContextPassage] = ()) -> AnswerCheck:
+                 context: list[ContextPassage] = (), asked: list[int] | None = None) -> AnswerCheck:
     """``text``'s unsupported sentences (``citations.unsupported_sentences``; the ``context`` passages are
-    numbered after the edges); with any, the deterministic answer of the ``selected`` edges replaces it."""
+    numbered after the edges); with any, the deterministic answer replaces it: of the ``selected`` edges, or of
+    those ``asked`` for (their numbers: the edges the deterministic selector chose too, when it chose any), so
+    that a model that chose and answered beside the question is not followed by its edges' unrelated facts."""
     numbered = dict(enumerate(selected, start=1)) | {len(selected) + n: (p.text,)
                                                      for n, p in enumerate(context, start=1)}
     unsupported = unsupported_sentences(text, question, numbered, selected)
     if not unsupported:
         return AnswerCheck([])
-    return AnswerCheck(unsupported, f"{len(unsupported)} sentence(s) of the model's answer name what no selected "
-                       "edge or passage holds; the deterministic answer replaces it",
-                       extractive_answer(selected) if selected else NO_ANSWER, [])
+    reason = f"{len(unsupported)} sentence(s) of the model's answer name what no selected edge or passage holds"
+    numbers = list(range(1, len(selected) + 1)) if asked is None else asked
+    if selected and not numbers:
+        return AnswerCheck(unsupported, f"{reason}, and none of its edges is one the question asks for: no answer",
+                           NO_ANSWER, [])
+    return AnswerCheck(unsupported, f"{reason}; the deterministic answer replaces it",
+                       extractive_answer([selected[n - 1] for n in numbers], numbers) if selected else NO_ANSWER, [])
 
 
 def completeness_note(choice: Choice, selected: list[tuple[str, str, str]]) -> str:
