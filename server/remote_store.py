@@ -203,7 +203,8 @@ class RemoteStore(StoreBackend):
                             ((subject, t.subject), (predicate, t.predicate), (obj, t.object))))
             return islice(found, limit)
         rows = self.query("store_quads", {("s", "p", "o"): [(subject, predicate, obj)], "g": [graph]}, limit)
-        return (Quad(row["s"], row["p"], row["o"], row["g"]) for row in rows)
+        # a triple term as subject: a statement's own description (the reification dialect), not data
+        return (Quad(row["s"], row["p"], row["o"], row["g"]) for row in rows if not isinstance(row["s"], Triple))
 
     def named_graphs(self) -> list[NamedNode]:
         """The engine's named graphs but its own (``dialects.ENGINE_GRAPHS``)."""

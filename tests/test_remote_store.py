@@ -7,6 +7,7 @@ store through ``BOTH_BACKENDS`` (conftest); these are the ones only a remote eng
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import json
 import os
 import re
@@ -20,20 +21,25 @@ from urllib.parse import parse_qsl, unquote_plus
 
 import pytest
 import requests
-from conftest import add_france, remote_store, start_engine
+from conftest import add_france, remote_store, start_engine, virtuoso_store
 from live_server import serve
 from loopback_listener import LoopbackListener
 from oxigraph_server import OxigraphServer
 from production_server import TOKEN, ProductionServer, free_port
 from pyoxigraph import Literal, NamedNode, Quad, Triple
+from virtuoso_server import VirtuosoServer
 
 from server import vocab
+from server.answering import make_graph_rag
 from server.bootstrap import connect_store
 from server.config import Config, ConfigError
+from server.dialects import ENGINE_GRAPHS
+from server.dialects.reification import statement_iri
 from server.errors import StoreUnavailable
+from server.explain.trace import read_trace
 from server.provenance import source_chains
 from server.remote_store import EngineEndpoints, RemoteStore
-from server.sparql_templates import RDF12, RDF_STAR
+from server.sparql_templates import RDF12, RDF_STAR, REIFICATION
 from server.store import GraphStore
 from server.vocab import ENTITY, RELATION, TG
 
@@ -88,6 +94,75 @@ def test_provenance_written_in_either_dialect_traces_back(engine: OxigraphServer
 def replace_dialect(store: RemoteStore, dialect: str) -> RemoteStore:
     store.dialect = dialect
     return store
+
+
+# --- the reification dialect: engines without triple terms (Virtuoso 7) -------------------------------------
+
+def test_reification_sends_a_statement_node_and_describes_it_beside_each_quad() -> None:
+    engine = LoopbackListener()
+    try:
+        store = RemoteStore(EngineEndpoints(engine.url, engine.url, engine.url, engine.url), dialect=REIFICATION)
+        store.extend([Quad(vocab.subgraph_iri("fr", 1, 1), TG.contains, CAPITAL, vocab.source_graph("default"))])
+        store.query("prov_sources", {"edge": [CAPITAL]}, default_graph=vocab.source_graph("default"))
+        store.rewrite([Quad(ENTITY.x, TG.contains, CAPITAL, vocab.source_graph("default"))], [])
+    finally:
+        engine.close()
+    insert, query, delete = (unquote_plus(body.decode()) for body in engine.bodies)
+    node = str(statement_iri(CAPITAL))
+    digest = hashlib.sha256(b"<https://trustgraph.ai/e/france> <https://trustgraph.ai/r/capital> "
+                            b"<https://trustgraph.ai/e/paris>").hexdigest()
+    assert node == f"<urn:glassgraph:statement:{digest[:32]}>"  # the triple's N-Triples: the same in every run
+    for sent in (insert, query, delete):
+        code = "\n".join(line for line in sent.splitlines() if not line.startswith("#"))
+        assert node in code and "<<" not in code and "LATERAL" not in code
+    for line in (f"{node} <{vocab.RDF.type.value}> <{vocab.RDF.Statement.value}> .",
+                 f"{node} <{vocab.RDF.subject.value}> <{ENTITY.france.value}> .",
+                 f"{node} <{vocab.RDF.object.value}> <{ENTITY.paris.value}> ."):
+        assert line in insert and line not in delete  # a DELETE DATA leaves the description: others share it
+    assert "union-default-graph" not in query
+
+
+def test_statement_nodes_are_one_per_triple_in_every_graph_and_read_back_as_triple_terms(
+        virtuoso: VirtuosoServer) -> None:
+    virtuoso.empty()
+    store = virtuoso_store(virtuoso)
+    nested = Triple(ENTITY.alice, RELATION.says, CAPITAL)
+    graphs = [vocab.source_graph("a"), vocab.source_graph("b")]
+    for _run in range(2):
+        store.extend([Quad(vocab.subgraph_iri("fr", 1, 1), TG.contains, term, graph)
+                      for graph in graphs for term in (CAPITAL, nested)])
+    for graph in graphs:
+        assert {q.object for q in store.quads(None, TG.contains, None, graph)} == {CAPITAL, nested}
+    assert list(store.quads(None, RELATION.says, None)) == []  # nested: inside a statement, not asserted
+    assert list(store.quads(statement_iri(CAPITAL))) == []  # a description is no data of the store's
+    counts = store.select("graph_counts")  # 2 subgraph quads, and 4 quads for each of 2 statements, per graph
+    assert {(row["g"].value, int(row["n"].value)) for row in counts
+            if row["g"].value not in ENGINE_GRAPHS} == {(g.value, 2 + 2 * 4) for g in graphs}
+    assert store.has_graph(graphs[0]) and not store.has_graph(NamedNode("urn:test:none"))  # Virtuoso's ASK, read
+    assert store.run_query("ASK { GRAPH ?g { ?s ?p ?o } }") and not store.run_query("ASK { FILTER(false) }")
+    assert set(store.named_graphs()) == set(graphs)  # Virtuoso's own graphs are not listed
+
+
+def test_a_graphrag_trace_on_virtuoso_is_the_same_as_on_oxigraph(engine: OxigraphServer,
+                                                                virtuoso: VirtuosoServer) -> None:
+    """The same question on the same data: the trace reads back identically, selection -> edge -> chunk ->
+    page -> document, though Virtuoso holds no triple term."""
+    oxigraph = remote_store(engine.url)
+    oxigraph.run_update("DROP SILENT ALL")
+    virtuoso.empty()
+    traces = []
+    for store in (oxigraph, virtuoso_store(virtuoso)):
+        add_france(store)
+        messages = list(make_graph_rag(store, Config(llm="offline", store_path=None)).run(
+            "What is the capital of France?"))
+        session = messages[0].explain_id
+        trace = read_trace(store, session)
+        text = json.dumps(trace, sort_keys=True).replace(session.rsplit(":", 1)[-1], "SESSION")
+        traces.append(json.loads(re.sub(r'"time": "[^"]*"', '"time": "T"', text)))
+    assert traces[0] == traces[1]
+    [capital] = [edge for edge in traces[1]["edges"] if edge["p"] == RELATION.capital.value]
+    assert [node["type"] for node in capital["sources"][0]] == ["Chunk", "Page", "Document"]
+    assert traces[1]["status"] == "answered" and "Paris" in traces[1]["answer_text"]
 
 
 # --- a down engine ---------------------------------------------------------------------------------

@@ -41,3 +41,9 @@ def standard_results(content: bytes) -> bytes:
     rows = answer.get("results", {}).get("bindings", [])
     value = rows[0].get(_VIRTUOSO_ASK, {}).get("value", "0") if rows else "0"
     return json.dumps({"head": {}, "boolean": value not in ("0", "false")}).encode()
+
+
+def is_true(term: object) -> bool:
+    """A boolean a template computes (``EXISTS``, a comparison), as an engine answers it: ``true``, or Virtuoso's
+    ``1`` (it answers booleans as the integers 1 and 0)."""
+    return getattr(term, "value", None) in ("true", "1")
