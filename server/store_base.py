@@ -52,16 +52,27 @@ def template_text(name: str, values: Values | None, limit: int | None = None, di
     return render_values(text, values, dialect) if values else text
 
 
+DATA_BLOCK_LINES = 1000
+
+
 def quad_data(quads: Iterable[Quad], dialect: str = RDF12, describe: bool = True) -> str:
     """The body of an ``INSERT DATA`` or ``DELETE DATA`` holding ``quads``, grouped by graph (``describe``: with
-    the reification dialect's statement descriptions, which a ``DELETE DATA`` leaves: others may share them)."""
+    the reification dialect's statement descriptions, which a ``DELETE DATA`` leaves: others may share them).
+    In the reification dialect a graph's block holds at most ``DATA_BLOCK_LINES`` statements: Virtuoso's
+    parser ran out of memory at 4,990 triples in one block, and takes 50 blocks of 1,000 in one update."""
     by_graph: dict[GraphName, list[Quad]] = {}
     for quad in quads:
         by_graph.setdefault(quad.graph_name, []).append(quad)
     blocks = []
     for graph, members in by_graph.items():
         body = "\n".join(data_line((q.subject, q.predicate, q.object), dialect, describe) for q in members)
-        blocks.append(body if isinstance(graph, DefaultGraph) else f"GRAPH {render_term(graph)} {{\n{body}\n}}")
+        if isinstance(graph, DefaultGraph):
+            blocks.append(body)
+            continue
+        lines = body.split("\n") if dialect == REIFICATION else [body]  # a statement a line (N-Triples escapes)
+        for start in range(0, len(lines), DATA_BLOCK_LINES if dialect == REIFICATION else 1):
+            block = "\n".join(lines[start:start + DATA_BLOCK_LINES])
+            blocks.append(f"GRAPH {render_term(graph)} {{\n{block}\n}}")
     return "\n".join(blocks)
 
 

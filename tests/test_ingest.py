@@ -27,6 +27,7 @@ from server.store import GraphStore
 from server.vocab import DC, PROV, RDF, RDFS, SKOS, TG
 
 BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
+VIRTUOSO = True  # conftest: and on Virtuoso 7 (the reification dialect)
 
 SMALL_CHUNKS = IngestOptions(chunk_size=400, chunk_overlap=40, workers=4)
 
