@@ -59,6 +59,7 @@ from server.store_base import (
 
 _RESULTS_JSON = "application/sparql-results+json"
 _READ_ATTEMPTS = 3  # a read is sent again after a failed connection, twice at most
+_NO_PERMISSION = re.compile(r"no permission|permission denied|not authori[sz]ed|access denied", re.IGNORECASE)
 BACKUP_FILE = "dataset.nq"
 LOAD_BATCH = 50_000  # quads per Graph Store POST of a bulk load
 UPDATE_LOAD_BATCH = 10_000  # quads per INSERT DATA of a bulk load in the reification dialect
@@ -122,10 +123,19 @@ class RemoteStore(StoreBackend):
 
     # --- HTTP ------------------------------------------------------------------------------------
 
+    def setting(self, url: str) -> str:
+        """The setting that names ``url``, for an error to say what to fix."""
+        names = [name for name, endpoint in (("GLASSGRAPH_STORE_QUERY_URL", self.endpoints.query),
+                                             ("GLASSGRAPH_STORE_UPDATE_URL", self.endpoints.update),
+                                             ("GLASSGRAPH_STORE_DATA_URL", self.endpoints.data)) if endpoint == url]
+        return f"GLASSGRAPH_STORE ({' or '.join(names)} for {url})" if names else "GLASSGRAPH_STORE"
+
     def send(self, method: str, url: str, read: bool, stream: bool = False,
              timeout: tuple[float, float] | None = None, **kwargs: object) -> requests.Response:
         """One request to the engine; a read is retried after a connection failure. Raises
-        ``StoreUnavailable`` when the engine cannot be reached, ``RemoteFailed`` when it answers an error."""
+        ``StoreUnavailable`` when the engine cannot be reached or does not answer in time, ``RemoteFailed`` when
+        it answers an error (or a page that is no SPARQL answer), each naming the engine and the setting to fix."""
+        engine = f"the SPARQL engine at {self.endpoints.base}"
         for attempt in range(_READ_ATTEMPTS if read else 1):
             with self._sent_lock:
                 self.requests_sent += 1
@@ -134,23 +144,30 @@ class RemoteStore(StoreBackend):
             except requests.ConnectionError as exc:
                 if attempt + 1 < (_READ_ATTEMPTS if read else 1):
                     continue
-                raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.base} cannot be reached: "
-                                       f"{type(exc).__name__}") from exc
+                raise StoreUnavailable(f"{engine} cannot be reached ({type(exc).__name__}): is it running, and does "
+                                       f"{self.setting(url)} name it?") from exc
             except requests.Timeout as exc:
-                raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.base} did not answer in time") from exc
-            if response.status_code == 503:
-                response.close()
-                raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.base} is unavailable (503)")
-            if response.status_code == 400:  # the text: a client's update the engine reads otherwise than the guard
-                message = response.text[:300].strip()
-                response.close()
-                raise BadRequest(f"the SPARQL engine at {self.endpoints.base} refused it: {message}")
-            if response.status_code >= 400:
-                message = response.text[:300].strip()
-                response.close()
-                raise RemoteFailed(f"the SPARQL engine at {self.endpoints.base} answered "
-                                   f"{response.status_code}: {message}")
-            return response
+                raise StoreUnavailable(f"{engine} did not answer in time ({(timeout or self.timeout)[1]:g} s, "
+                                       "GLASSGRAPH_DEADLINE): it is overloaded, or its own timeout is longer") from exc
+            if response.status_code < 400:
+                return response
+            status, kind = response.status_code, response.headers.get("Content-Type", "").split(";")[0]
+            message = response.text[:300].strip()
+            response.close()
+            if status == 503:
+                raise StoreUnavailable(f"{engine} is unavailable (503)")
+            if status in (401, 403) or _NO_PERMISSION.search(message):
+                raise RemoteFailed(f"{engine} refused Glassgraph's request at {url} ({status}: no permission): give "
+                                   "GLASSGRAPH_STORE_TOKEN, or GLASSGRAPH_STORE_USER and GLASSGRAPH_STORE_PASSWORD, of "
+                                   "an account that may read and write, or grant the engine's anonymous SPARQL user "
+                                   "updates (Virtuoso: GRANT SPARQL_UPDATE TO \"SPARQL\")")
+            if status in (404, 405) or kind == "text/html":
+                raise RemoteFailed(f"{engine} has no SPARQL endpoint at {url} (it answered {status} {kind or 'text'}): "
+                                   f"set {self.setting(url)} (Virtuoso: {self.endpoints.base}/sparql for query and "
+                                   f"update, {self.endpoints.base}/sparql-graph-crud for data)")
+            if status == 400:  # the text: a client's update the engine reads otherwise than the guard
+                raise BadRequest(f"{engine} refused it: {message}")
+            raise RemoteFailed(f"{engine} answered {status}: {message}")
         raise AssertionError("unreachable")
 
     def dataset_params(self, text: str, options: dict[str, object]) -> list[tuple[str, str]]:
@@ -166,6 +183,10 @@ class RemoteStore(StoreBackend):
         """The engine's SPARQL JSON answer to ``text``, as the standard says it (``standard_results``)."""
         response = self.send("POST", self.endpoints.query, read=True, data=[("query", text), *params],
                              headers={"Accept": _RESULTS_JSON})
+        kind = response.headers.get("Content-Type", "").split(";")[0].strip()
+        if kind and "json" not in kind:
+            raise RemoteFailed(f"the SPARQL engine at {self.endpoints.base} answered {kind}, not SPARQL results: set "
+                               f"{self.setting(self.endpoints.query)} to its SPARQL query endpoint")
         if not response.content.rstrip().endswith(b"}"):  # parsed lazily: a cut body would fail mid-iteration
             raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.query} cut its answer short (its timeout "
                                    "stopped the query: oxigraph serve --timeout-s); try again", {"Retry-After": "5"})

@@ -35,7 +35,7 @@ from server.bootstrap import connect_store
 from server.config import Config, ConfigError
 from server.dialects import ENGINE_GRAPHS
 from server.dialects.reification import statement_iri
-from server.errors import StoreUnavailable
+from server.errors import RemoteFailed, StoreUnavailable
 from server.explain.trace import read_trace
 from server.provenance import source_chains
 from server.remote_store import EngineEndpoints, RemoteStore
@@ -170,7 +170,7 @@ def test_a_graphrag_trace_on_virtuoso_is_the_same_as_on_oxigraph(engine: Oxigrap
 def test_a_down_engine_is_503_naming_it_and_reads_are_retried_but_writes_are_not(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     store = remote_store(url)
-    with pytest.raises(StoreUnavailable, match=url):
+    with pytest.raises(StoreUnavailable, match=f"{url} cannot be reached .*GLASSGRAPH_STORE"):
         store.named_graphs()
     assert store.requests_sent == 3  # a read is tried three times
     with pytest.raises(StoreUnavailable, match=url):
@@ -186,6 +186,38 @@ def test_a_down_engine_is_503_naming_it_and_reads_are_retried_but_writes_are_not
         assert url in asked.text and asked.status_code in (200, 503)  # a stream that started ends with the error
     finally:
         live.close()
+
+
+def test_an_engine_that_answers_html_times_out_or_refuses_updates_is_one_error_naming_the_setting(
+        virtuoso: VirtuosoServer) -> None:
+    """Virtuoso at Oxigraph's endpoint names (its HTML 404), a page that is no SPARQL answer, an engine slower
+    than the deadline, and Virtuoso without the update grant: each one error naming the engine and what to set,
+    and nothing written."""
+    virtuoso.empty()
+    quad = Quad(ENTITY.a, RELATION.b, Literal("c"), vocab.collection_graph("default"))
+    wrong_paths = remote_store(virtuoso.url)  # /query, /update, /store: Oxigraph's
+    with pytest.raises(RemoteFailed, match=rf"{virtuoso.url} has no SPARQL endpoint at {virtuoso.url}/query .*"
+                                           r"404 text/html.*GLASSGRAPH_STORE_QUERY_URL.*/sparql"):
+        wrong_paths.named_graphs()
+    html = LoopbackListener(b"<html><body>Welcome</body></html>", content_type="text/html")
+    slow = LoopbackListener(delay_s=3.0)
+    try:
+        with pytest.raises(RemoteFailed, match=r"answered text/html, not SPARQL results: set GLASSGRAPH_STORE "
+                                               r"\(GLASSGRAPH_STORE_QUERY_URL"):
+            RemoteStore(EngineEndpoints(html.url, html.url, html.url, html.url)).named_graphs()
+        with pytest.raises(StoreUnavailable, match=r"did not answer in time \(1 s, GLASSGRAPH_DEADLINE\)"):
+            RemoteStore(EngineEndpoints(slow.url, slow.url, slow.url, slow.url), timeout_s=1.0).named_graphs()
+    finally:
+        html.close()
+        slow.close()
+    virtuoso.isql('REVOKE SPARQL_UPDATE FROM "SPARQL";')
+    try:
+        store = virtuoso_store(virtuoso)
+        with pytest.raises(RemoteFailed, match=r"no permission.*GLASSGRAPH_STORE_USER.*GRANT SPARQL_UPDATE"):
+            store.extend([quad, Quad(vocab.subgraph_iri("fr", 1, 1), TG.contains, CAPITAL, quad.graph_name)])
+    finally:
+        virtuoso.isql('GRANT SPARQL_UPDATE TO "SPARQL";')
+    assert store.is_empty()
 
 
 # --- a runaway query is stopped, and the engine with it ------------------------------------------------
