@@ -494,3 +494,18 @@ def test_a_dialect_that_does_not_exist_names_the_variable() -> None:
     with pytest.raises(ConfigError, match="GLASSGRAPH_STORE_DIALECT"):
         connect_store(Config.from_env({"GLASSGRAPH_STORE": "http://127.0.0.1:9", "GLASSGRAPH_STORE_DIALECT": "rdf13"}))
     assert isinstance(connect_store(Config.from_env({"GLASSGRAPH_STORE": ":memory:"})), GraphStore)
+
+
+def test_a_clients_ask_forwarded_to_virtuoso_is_a_boolean(virtuoso: VirtuosoServer) -> None:
+    """Virtuoso answers ASK with a binding of ``__ASK_RETVAL``; the client has the standard boolean."""
+    virtuoso.empty()
+    store = virtuoso_store(virtuoso)
+    store.extend([Quad(ENTITY.a, RELATION.b, Literal("c"), vocab.collection_graph("default"))])
+    live = serve(store)
+    try:
+        for query, expected in (("ASK { ?s ?p 'c' }", True), ("ASK { ?s ?p 'd' }", False)):
+            answer = requests.get(live.url + "/sparql", params={"query": query},
+                                  headers={"Accept": "application/sparql-results+json"})
+            assert answer.status_code == 200 and answer.json()["boolean"] is expected, answer.text
+    finally:
+        live.close()

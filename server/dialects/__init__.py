@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+from pyoxigraph import QueryBoolean, QueryResultsFormat, QuerySolutions, parse_query_results
+
 # What asks an engine for the union of all graphs as its default graph: Oxigraph's own protocol parameter;
 # the other engines serve the union as their default graph when the request names no dataset (Virtuoso does
 # by default; Fuseki, Stardog and GraphDB are configured so: README, 'Engines and dialects').
@@ -40,7 +42,22 @@ def standard_results(content: bytes) -> bytes:
         return content
     rows = answer.get("results", {}).get("bindings", [])
     value = rows[0].get(_VIRTUOSO_ASK, {}).get("value", "0") if rows else "0"
+    return _boolean(value)
+
+
+def _boolean(value: str) -> bytes:
+    """The standard JSON answer of an ASK whose Virtuoso binding is ``value``."""
     return json.dumps({"head": {}, "boolean": value not in ("0", "false")}).encode()
+
+
+def standard_parsed(result: object) -> object:
+    """:func:`standard_results` for an answer already parsed as it arrived (a client's forwarded query)."""
+    if not isinstance(result, QuerySolutions) or [v.value for v in result.variables] != [_VIRTUOSO_ASK]:
+        return result
+    row = next(iter(result), None)
+    value = row[0].value if row is not None and row[0] is not None else "0"
+    answer: QueryBoolean = parse_query_results(_boolean(value), format=QueryResultsFormat.JSON)
+    return answer
 
 
 def is_true(term: object) -> bool:
