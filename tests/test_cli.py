@@ -41,7 +41,6 @@ from server.remote_store import BACKUP_FILE
 from server.store import GraphStore
 
 BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
-VIRTUOSO = True  # conftest: and on Virtuoso 7 (the reification dialect)
 
 QUESTION = "What is the capital of France?"
 EDGE = "Edge: (France, capital, Paris)"
