@@ -196,8 +196,9 @@ def http_patterns(session: requests.Session, query_url: str) -> PatternQuery:
     def query(text: str, entity: Term, graph: NamedNode) -> list:
         for name, term in (("e", entity), ("g", graph)):
             text = _VARIABLE[name].sub(render_term(term).replace("\\", "\\\\"), text)  # \\ in a template is \
-        response = session.post(query_url, data=text.encode(), timeout=60, headers={
-            "Content-Type": "application/sparql-query", "Accept": "application/sparql-results+json"})
+        # a form, as Glassgraph sends: Virtuoso 7.2 never answered a POST of application/sparql-query
+        response = session.post(query_url, data={"query": text}, timeout=60,
+                                headers={"Accept": "application/sparql-results+json"})
         if not response.ok:
             raise RuntimeError(f"the engine answered {response.status_code} ({response.text[:300]}) to {text}")
         return list(parse_query_results(response.content, format=QueryResultsFormat.JSON))
