@@ -23,7 +23,9 @@ Each graph is served by its own ``oxigraph serve`` over a backup copy of the cac
    ceiling of the HTTP tiers with no query work: ``ASK {}`` direct, a static file from Glassgraph, ``ASK {}``
    through Glassgraph. Answers are 2xx responses; refusals (429, 503) and errors are counted apart.
 
-``--mix-only`` runs table 3 alone. ``--pin`` starts every engine on one core and every app tier on
+``--mix-only`` runs table 3 alone; ``--traversal-only`` table 1 alone; ``--virtuoso`` adds table 1's rows on
+Virtuoso 7 (the ``reification`` dialect; tests/virtuoso_server.py), each graph loaded into it first.
+``--pin`` starts every engine on one core and every app tier on
 another (their processes inherit the affinity; the clients may run on any core), so that the two tiers
 do not take each other's core. ``--profile`` adds where a request's time goes on the Factbook mix
 (bench/request_profile.py): one client's medians, direct and through Glassgraph, and a cProfile of the
@@ -35,6 +37,7 @@ average are printed.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import random
@@ -49,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
-from pyoxigraph import NamedNode, QueryResultsFormat, parse_query_results
+from pyoxigraph import NamedNode, QueryResultsFormat, RdfFormat, parse_query_results
 
 from bench import metaqa_load, synthetic
 from bench.baseline import PatternBaseline, PatternQuery
@@ -57,10 +60,12 @@ from bench.bench_retrieval import _ms, _table
 from bench.load_http import PREFIXES, QUERIES, Outcomes, Sample, run_phase, same_answers, sparql_call
 from bench.request_profile import profile_app, spans
 from bench.workdir import cached_store
+from server import vocab
 from server.bootstrap import connect_store
 from server.config import PROJECT_ROOT, SAMPLE_DATA, Config
 from server.ingest.load import load_file
 from server.rag.retrieval import RetrievalLimits, Retriever
+from server.remote_store import RemoteStore
 from server.sparql_templates import Term, render_term
 from server.store import GraphStore
 from server.store_base import StoreBackend
@@ -69,6 +74,8 @@ sys.path.append(str(PROJECT_ROOT / "tests"))  # the servers and the scripted LLM
 from oxigraph_server import OxigraphServer  # noqa: E402
 from production_server import ProductionServer  # noqa: E402
 from scripted_llm import Recorded, Reply, ScriptedLLM  # noqa: E402
+from virtuoso_server import DIALECT as VIRTUOSO_DIALECT  # noqa: E402
+from virtuoso_server import VirtuosoServer, virtuoso_missing  # noqa: E402
 
 # oxigraph serve --timeout-s: no query of this bench comes near it. oxigraph serve 0.5 holds a thread per
 # query for that long (1,000 quick queries: 1,007 threads until the timeout passed), and at 60 s a mix of
@@ -157,6 +164,27 @@ def remote_store(url: str) -> StoreBackend:
     return connect_store(Config.from_env(environ={}, store_path=url))
 
 
+@contextmanager
+def virtuoso(store: GraphStore, collection: str, workdir: Path, name: str) -> Iterator[RemoteStore]:
+    """Virtuoso 7 (tests/virtuoso_server.py) holding ``collection``'s graph of ``store``, loaded through the
+    reification dialect (``INSERT DATA`` batches: Virtuoso takes no N-Quads dataset); stopped on exit."""
+    reason = virtuoso_missing()
+    if reason:
+        raise RuntimeError(reason)
+    server = VirtuosoServer(workdir / name)
+    remote = RemoteStore(server.endpoints, dialect=VIRTUOSO_DIALECT, timeout_s=600)
+    try:
+        graph = vocab.collection_graph(collection)
+        started = time.perf_counter()
+        remote.load(io.BytesIO(store.dump(None, RdfFormat.N_TRIPLES, graph)), RdfFormat.N_TRIPLES, graph)
+        print(f"({name}: {len(remote):,} quads loaded into Virtuoso in {time.perf_counter() - started:.1f} s)",
+              flush=True)
+        yield remote
+    finally:
+        remote.close()
+        server.close()
+
+
 # --- 1. traversal -------------------------------------------------------------------------------------
 
 _VARIABLE = {name: re.compile(rf"\?{name}\b") for name in ("e", "g")}
@@ -168,19 +196,21 @@ def http_patterns(session: requests.Session, query_url: str) -> PatternQuery:
     def query(text: str, entity: Term, graph: NamedNode) -> list:
         for name, term in (("e", entity), ("g", graph)):
             text = _VARIABLE[name].sub(render_term(term).replace("\\", "\\\\"), text)  # \\ in a template is \
-        response = session.post(query_url, data=text.encode(), timeout=60, headers={
-            "Content-Type": "application/sparql-query", "Accept": "application/sparql-results+json"})
+        # a form, as Glassgraph sends: Virtuoso 7.2 never answered a POST of application/sparql-query
+        response = session.post(query_url, data={"query": text}, timeout=60,
+                                headers={"Accept": "application/sparql-results+json"})
         if not response.ok:
             raise RuntimeError(f"the engine answered {response.status_code} ({response.text[:300]}) to {text}")
         return list(parse_query_results(response.content, format=QueryResultsFormat.JSON))
     return query
 
 
-def traversal_row(name: str, embedded: GraphStore, url: str, collection: str, questions: list[str]) -> list[str]:
-    """Medians per question: ours on the remote store, the pattern traversal on the same engine, ours on
-    the embedded store; SPARQL requests per question."""
+def traversal_row(name: str, embedded: GraphStore, url: str, collection: str, questions: list[str],
+                  store: RemoteStore | None = None, query_url: str | None = None) -> list[str]:
+    """Medians per question: ours on the remote store (``store``, else Oxigraph's at ``url``), the pattern
+    traversal on the same engine (at ``query_url``), ours on the embedded store; SPARQL requests per question."""
     limits = RetrievalLimits()
-    store = remote_store(url)
+    store = store or remote_store(url)
     ours = Retriever(store)
     started = time.perf_counter()
     ours.index.rebuild(collection)
@@ -188,7 +218,7 @@ def traversal_row(name: str, embedded: GraphStore, url: str, collection: str, qu
     local = Retriever(embedded)
     local.index.rebuild(collection)
     with requests.Session() as session:
-        baseline = PatternBaseline(ours, http_patterns(session, url + "/query"))
+        baseline = PatternBaseline(ours, http_patterns(session, query_url or url + "/query"))
         for question in questions[:5]:  # warm up: connections, the engine's caches
             ours.get_labelgraph(question, collection, limits)
             baseline.get_labelgraph(question, collection, limits)
@@ -379,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", action="store_true", help="engines on one core, app tiers on another")
     parser.add_argument("--profile", type=int, nargs="?", const=50, default=0, metavar="ROUNDS",
                         help="where a request's time goes on the Factbook mix (ROUNDS per query, default 50)")
+    parser.add_argument("--virtuoso", action="store_true",
+                        help="table 1 on Virtuoso 7 too (the reification dialect), each graph loaded into it")
+    parser.add_argument("--traversal-only", action="store_true", help="only table 1")
     args = parser.parse_args(argv)
     placement = Placement.pinned() if args.pin else ANYWHERE
     rng = random.Random(42)
@@ -392,11 +425,30 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         if not args.mix_only:
             big, big_questions = synthetic.synthetic_store()
+            big_sample = rng.sample(big_questions, args.questions + 5)
             with engine(big, workdir, "synthetic", placement=placement) as server:
-                traversal.append(traversal_row("synthetic 1M", big, server.url, synthetic.COLLECTION,
-                                               rng.sample(big_questions, args.questions + 5)))
+                traversal.append(traversal_row("synthetic 1M", big, server.url, synthetic.COLLECTION, big_sample))
+            if args.virtuoso:
+                with virtuoso(big, synthetic.COLLECTION, workdir, "synthetic-virtuoso") as remote:
+                    traversal.append(traversal_row("synthetic 1M, Virtuoso", big, remote.endpoints.base,
+                                                   synthetic.COLLECTION, big_sample, remote, remote.endpoints.query))
             big.flush()
             del big
+            metaqa_sample = rng.sample(metaqa_questions, args.questions + 5)
+            if args.virtuoso:
+                with virtuoso(metaqa, metaqa_load.COLLECTION, workdir, "metaqa-virtuoso") as remote:
+                    traversal.insert(0, traversal_row("MetaQA, Virtuoso", metaqa, remote.endpoints.base,
+                                                      metaqa_load.COLLECTION, metaqa_sample, remote,
+                                                      remote.endpoints.query))
+        if args.traversal_only:
+            with engine(metaqa, workdir, "metaqa", placement=placement) as server:
+                traversal.insert(0, traversal_row("MetaQA", metaqa, server.url, metaqa_load.COLLECTION, metaqa_sample))
+            print(f"1. Non-LLM retrieval time per question on loopback engines, default limits {RetrievalLimits()};"
+                  " medians in ms; baseline = per-entity pattern traversal over HTTP to the same engine")
+            print(_table(["graph", "questions", "index build ms", "ours", "requests/q", "edges", "baseline",
+                          "baseline requests/q", "baseline edges", "speedup", "ours, embedded store",
+                          "remote / embedded"], traversal))
+            return 0
         llm = ScriptedLLM()
         llm.responder = instant_reply
         try:

@@ -17,6 +17,7 @@ share the engine, whose every request is its own transaction.
 """
 from __future__ import annotations
 
+import json
 import re
 import threading
 import uuid
@@ -42,15 +43,26 @@ from pyoxigraph import (
 from requests.adapters import HTTPAdapter
 
 from server import vocab
+from server.dialects import ENGINE_GRAPHS, reification, standard_results, union_params
 from server.errors import BadRequest, RemoteFailed, StoreUnavailable
-from server.sparql_templates import RDF12, Term, data_line, load_template, render_term
+from server.sparql_templates import RDF12, REIFICATION, Term, data_line, dialect_template, render_term
 from server.store import insert_data_update
-from server.store_base import GraphName, QueryResult, StoreBackend, Values, quad_data, template_text
+from server.store_base import (
+    GraphName,
+    QueryResult,
+    StoreBackend,
+    Values,
+    insert_data,
+    quad_data,
+    template_text,
+)
 
 _RESULTS_JSON = "application/sparql-results+json"
 _READ_ATTEMPTS = 3  # a read is sent again after a failed connection, twice at most
+_NO_PERMISSION = re.compile(r"no permission|permission denied|not authori[sz]ed|access denied", re.IGNORECASE)
 BACKUP_FILE = "dataset.nq"
 LOAD_BATCH = 50_000  # quads per Graph Store POST of a bulk load
+UPDATE_LOAD_BATCH = 10_000  # quads per INSERT DATA of a bulk load in the reification dialect
 
 
 @dataclass(frozen=True)
@@ -111,10 +123,19 @@ class RemoteStore(StoreBackend):
 
     # --- HTTP ------------------------------------------------------------------------------------
 
+    def setting(self, url: str) -> str:
+        """The setting that names ``url``, for an error to say what to fix."""
+        names = [name for name, endpoint in (("GLASSGRAPH_STORE_QUERY_URL", self.endpoints.query),
+                                             ("GLASSGRAPH_STORE_UPDATE_URL", self.endpoints.update),
+                                             ("GLASSGRAPH_STORE_DATA_URL", self.endpoints.data)) if endpoint == url]
+        return f"GLASSGRAPH_STORE ({' or '.join(names)} for {url})" if names else "GLASSGRAPH_STORE"
+
     def send(self, method: str, url: str, read: bool, stream: bool = False,
              timeout: tuple[float, float] | None = None, **kwargs: object) -> requests.Response:
         """One request to the engine; a read is retried after a connection failure. Raises
-        ``StoreUnavailable`` when the engine cannot be reached, ``RemoteFailed`` when it answers an error."""
+        ``StoreUnavailable`` when the engine cannot be reached or does not answer in time, ``RemoteFailed`` when
+        it answers an error (or a page that is no SPARQL answer), each naming the engine and the setting to fix."""
+        engine = f"the SPARQL engine at {self.endpoints.base}"
         for attempt in range(_READ_ATTEMPTS if read else 1):
             with self._sent_lock:
                 self.requests_sent += 1
@@ -123,23 +144,30 @@ class RemoteStore(StoreBackend):
             except requests.ConnectionError as exc:
                 if attempt + 1 < (_READ_ATTEMPTS if read else 1):
                     continue
-                raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.base} cannot be reached: "
-                                       f"{type(exc).__name__}") from exc
+                raise StoreUnavailable(f"{engine} cannot be reached ({type(exc).__name__}): is it running, and does "
+                                       f"{self.setting(url)} name it?") from exc
             except requests.Timeout as exc:
-                raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.base} did not answer in time") from exc
-            if response.status_code == 503:
-                response.close()
-                raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.base} is unavailable (503)")
-            if response.status_code == 400:  # the text: a client's update the engine reads otherwise than the guard
-                message = response.text[:300].strip()
-                response.close()
-                raise BadRequest(f"the SPARQL engine at {self.endpoints.base} refused it: {message}")
-            if response.status_code >= 400:
-                message = response.text[:300].strip()
-                response.close()
-                raise RemoteFailed(f"the SPARQL engine at {self.endpoints.base} answered "
-                                   f"{response.status_code}: {message}")
-            return response
+                raise StoreUnavailable(f"{engine} did not answer in time ({(timeout or self.timeout)[1]:g} s, "
+                                       "GLASSGRAPH_DEADLINE): it is overloaded, or its own timeout is longer") from exc
+            if response.status_code < 400:
+                return response
+            status, kind = response.status_code, response.headers.get("Content-Type", "").split(";")[0]
+            message = response.text[:300].strip()
+            response.close()
+            if status == 503:
+                raise StoreUnavailable(f"{engine} is unavailable (503)")
+            if status in (401, 403) or _NO_PERMISSION.search(message):
+                raise RemoteFailed(f"{engine} refused Glassgraph's request at {url} ({status}: no permission): give "
+                                   "GLASSGRAPH_STORE_TOKEN, or GLASSGRAPH_STORE_USER and GLASSGRAPH_STORE_PASSWORD, of "
+                                   "an account that may read and write, or grant the engine's anonymous SPARQL user "
+                                   "updates (Virtuoso: GRANT SPARQL_UPDATE TO \"SPARQL\")")
+            if status in (404, 405) or kind == "text/html":
+                raise RemoteFailed(f"{engine} has no SPARQL endpoint at {url} (it answered {status} {kind or 'text'}): "
+                                   f"set {self.setting(url)} (Virtuoso: {self.endpoints.base}/sparql for query and "
+                                   f"update, {self.endpoints.base}/sparql-graph-crud for data)")
+            if status == 400:  # the text: a client's update the engine reads otherwise than the guard
+                raise BadRequest(f"{engine} refused it: {message}")
+            raise RemoteFailed(f"{engine} answered {status}: {message}")
         raise AssertionError("unreachable")
 
     def dataset_params(self, text: str, options: dict[str, object]) -> list[tuple[str, str]]:
@@ -148,23 +176,40 @@ class RemoteStore(StoreBackend):
         if isinstance(graph, NamedNode):
             return [("default-graph-uri", graph.value)] + [("named-graph-uri", iri) for iri in _constant_graphs(text)]
         if options.get("use_default_graph_as_union"):
-            return [("union-default-graph", "")]
+            return union_params(self.dialect)
         return []
 
-    def _query_text(self, text: str, params: list[tuple[str, str]]) -> QueryResult:
+    def _answer(self, text: str, params: list[tuple[str, str]]) -> bytes:
+        """The engine's SPARQL JSON answer to ``text``, as the standard says it (``standard_results``)."""
         response = self.send("POST", self.endpoints.query, read=True, data=[("query", text), *params],
                              headers={"Accept": _RESULTS_JSON})
+        kind = response.headers.get("Content-Type", "").split(";")[0].strip()
+        if kind and "json" not in kind:
+            raise RemoteFailed(f"the SPARQL engine at {self.endpoints.base} answered {kind}, not SPARQL results: set "
+                               f"{self.setting(self.endpoints.query)} to its SPARQL query endpoint")
         if not response.content.rstrip().endswith(b"}"):  # parsed lazily: a cut body would fail mid-iteration
             raise StoreUnavailable(f"the SPARQL engine at {self.endpoints.query} cut its answer short (its timeout "
                                    "stopped the query: oxigraph serve --timeout-s); try again", {"Retry-After": "5"})
-        return parse_query_results(response.content, format=QueryResultsFormat.JSON)
+        return standard_results(response.content)
+
+    def _query_text(self, text: str, params: list[tuple[str, str]]) -> QueryResult:
+        content = self._answer(text, params)
+        if self.dialect == REIFICATION:
+            content = reification.resolve_results(content, self._describe_statements)
+        return parse_query_results(content, format=QueryResultsFormat.JSON)
+
+    def _describe_statements(self, iris: list[str]) -> dict[str, dict[str, dict]]:
+        """What each statement node names (the reification dialect), in SPARQL JSON terms."""
+        text = template_text("store_statements", {"st": [NamedNode(iri) for iri in iris]}, None, self.dialect)
+        rows = json.loads(self._answer(text, []))["results"]["bindings"]
+        return {row["st"]["value"]: {"subject": row["s"], "predicate": row["p"], "object": row["o"]} for row in rows}
 
     # --- reading -------------------------------------------------------------------------------
 
     def query(self, name: str, values: Values | None = None, limit: int | None = None,
               **options: object) -> QueryResult:
         text = template_text(name, values, limit, self.dialect)
-        return self._query_text(text, self.dataset_params(load_template(name), options))
+        return self._query_text(text, self.dataset_params(dialect_template(name, self.dialect), options))
 
     def run_query(self, text: str, **options: object) -> QueryResult:
         return self._query_text(text, self.dataset_params(text, options))
@@ -179,19 +224,24 @@ class RemoteStore(StoreBackend):
                             ((subject, t.subject), (predicate, t.predicate), (obj, t.object))))
             return islice(found, limit)
         rows = self.query("store_quads", {("s", "p", "o"): [(subject, predicate, obj)], "g": [graph]}, limit)
-        return (Quad(row["s"], row["p"], row["o"], row["g"]) for row in rows)
+        # a triple term as subject: a statement's own description (the reification dialect), not data
+        return (Quad(row["s"], row["p"], row["o"], row["g"]) for row in rows if not isinstance(row["s"], Triple))
 
     def named_graphs(self) -> list[NamedNode]:
-        return [row["g"] for row in self.query("store_named_graphs") if isinstance(row["g"], NamedNode)]
+        """The engine's named graphs but its own (``dialects.ENGINE_GRAPHS``)."""
+        return [row["g"] for row in self.query("store_named_graphs")
+                if isinstance(row["g"], NamedNode) and row["g"].value not in ENGINE_GRAPHS]
 
     def has_graph(self, graph: GraphName) -> bool:
         return isinstance(graph, DefaultGraph) or bool(self.query("store_has_graph", {"g": [graph]}))
 
     def __len__(self) -> int:
-        return int(next(iter(self.query("store_count")))["n"].value)
+        """The quads of the named graphs but the engine's own."""
+        return sum(int(row["n"].value) for row in self.query("graph_counts") if row["g"].value not in ENGINE_GRAPHS)
 
     def is_empty(self) -> bool:
-        return next(self.quads(limit=1), None) is None
+        """No quad in a named graph but the engine's own."""
+        return all(next(self.quads(graph=graph, limit=1), None) is None for graph in self.named_graphs())
 
     def data_version(self, collection: str) -> str | None:
         """The collection's data version, replaced by every write into it through any app worker."""
@@ -225,7 +275,9 @@ class RemoteStore(StoreBackend):
         with self.writing():
             if not self.has_graph(graph):
                 return False
-            self.run_update("CLEAR DEFAULT" if isinstance(graph, DefaultGraph) else f"DROP GRAPH {render_term(graph)}")
+            # SILENT: Virtuoso refuses to drop a graph no CREATE made (its triples are removed all the same)
+            self.run_update("CLEAR DEFAULT" if isinstance(graph, DefaultGraph)
+                            else f"DROP SILENT GRAPH {render_term(graph)}")
         return True
 
     def _data_lines(self, quads: Iterable[Quad]) -> Iterator[str]:
@@ -239,15 +291,19 @@ class RemoteStore(StoreBackend):
         """One ``INSERT DATA`` request: the engine applies all of it or nothing."""
         data = quad_data(quads, self.dialect)
         if data:
-            self.run_update(f"INSERT DATA {{\n{data}\n}}")
+            self.run_update(insert_data(data, self.dialect))
 
     def load(self, stream: IO[bytes], fmt: RdfFormat, graph: NamedNode) -> None:
-        """N-Quads posted to the Graph Store endpoint, ``LOAD_BATCH`` quads a request: each batch is its own
-        transaction (a failure leaves the batches before it), and blank nodes are scoped to their batch."""
+        """N-Quads posted to the Graph Store endpoint, ``LOAD_BATCH`` quads a request (in the reification dialect
+        ``INSERT DATA`` updates of ``UPDATE_LOAD_BATCH``): each batch is its own transaction (a failure leaves
+        the batches before it), and blank nodes are scoped to their batch."""
         quads = (q if isinstance(q, Quad) and not isinstance(q.graph_name, DefaultGraph)
                  else Quad(q.subject, q.predicate, q.object, graph) for q in parse(stream, format=fmt))
         with self.writing():
-            while batch := list(islice(quads, LOAD_BATCH)):
+            while batch := list(islice(quads, UPDATE_LOAD_BATCH if self.dialect == REIFICATION else LOAD_BATCH)):
+                if self.dialect == REIFICATION:  # engines without triple terms take no N-Quads dataset (Virtuoso)
+                    self.extend(batch)
+                    continue
                 body = "\n".join(self._data_lines(batch)).encode()
                 self.send("POST", self.endpoints.data, read=False, data=body,
                           headers={"Content-Type": "application/n-quads"}).close()

@@ -5,7 +5,12 @@ One way to bind, and never string formatting of user input: ``values``, lists of
 one-row block; ``None`` is ``UNDEF``). Rows are rendered by pyoxigraph's own escaped N-Triples
 serialization, which every SPARQL engine reads, so a template runs unchanged on the embedded store and on
 a remote engine. Triple terms are spelled in the store's dialect (:data:`DIALECTS`): RDF 1.2's
-``<<( s p o )>>`` or RDF-star's ``<< s p o >>``.
+``<<( s p o )>>``, RDF-star's ``<< s p o >>``, or ``reification``'s statement IRI (``server/dialects``);
+a dialect's template variants (``sparql/{dialect}/{name}.rq``) replace the common template where they exist.
+
+A variant may mark a group ``#each ?x`` ... ``#end`` (SPARQL comments: the text parses as it is): the group
+is repeated once per row of ``?x``, each copy's ``VALUES`` filled with its row, and the copies joined with
+``UNION``: a per-row ``LIMIT`` in plain SPARQL 1.1, where the common template says ``LATERAL``.
 
 A template's ``LIMIT n`` is its cap; ``limit`` (an ``int``, written as digits) lowers it per call,
 since SPARQL has no parameter for LIMIT.
@@ -25,15 +30,19 @@ import jinja2
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
 from server.config import SPARQL_DIR
+from server.dialects import reification
 from server.stages import chain
 from server.vocab import Term
 
 ValuesKey = str | tuple[str, ...]
-RDF12, RDF_STAR = "rdf12", "rdf-star"
-DIALECTS = (RDF12, RDF_STAR)  # how triple terms are written: RDF 1.2 engines, RDF-star engines (Jena, GraphDB, ...)
+RDF12, RDF_STAR, REIFICATION = "rdf12", "rdf-star", reification.NAME
+# how triple terms are written: RDF 1.2 engines, RDF-star engines (Jena, GraphDB, ...), engines with neither
+# (Virtuoso 7, Neptune: rdf:Statement nodes)
+DIALECTS = (RDF12, RDF_STAR, REIFICATION)
 
 _EMPTY_VALUES = re.compile(r"VALUES\s*(\?\w+|\(\s*(?:\?\w+\s*)+\))\s*\{\s*\}", re.IGNORECASE)
 _LIMIT = re.compile(r"\bLIMIT\s+(\d+)", re.IGNORECASE)
+_EACH = re.compile(r"^[ \t]*#each[ \t]+(\?\w+(?:[ \t]+\?\w+)*)[ \t]*\n(.*?)^[ \t]*#end[ \t]*\n", re.S | re.M)
 
 
 class TemplateError(LookupError):
@@ -42,12 +51,14 @@ class TemplateError(LookupError):
 
 def render_term(term: Term | BlankNode, blank_nodes: bool = False, dialect: str = RDF12) -> str:
     """Serialize a term in pyoxigraph's escaped N-Triples form, triple terms as ``<<( s p o )>>``
-    (``dialect`` rdf12) or ``<< s p o >>`` (rdf-star).
+    (``dialect`` rdf12), ``<< s p o >>`` (rdf-star) or their statement IRI (reification).
 
     Blank nodes cannot be bound in a VALUES block; ``blank_nodes`` allows them as ``_:id``, for
     data written with ``INSERT DATA``.
     """
     if isinstance(term, Triple):
+        if dialect == REIFICATION:
+            return str(reification.statement_iri(term))
         parts = (render_term(t, blank_nodes, dialect) for t in (term.subject, term.predicate, term.object))
         return ("<<( {} {} {} )>>" if dialect == RDF12 else "<< {} {} {} >>").format(*parts)
     if isinstance(term, (NamedNode, Literal)) or (blank_nodes and isinstance(term, BlankNode)):
@@ -59,9 +70,13 @@ def render_term(term: Term | BlankNode, blank_nodes: bool = False, dialect: str 
     raise TemplateError(f"not an RDF term: {term!r}")
 
 
-def data_line(terms: Sequence[Term | BlankNode], dialect: str = RDF12) -> str:
-    """One statement of ``INSERT DATA`` or N-Quads: its terms (blank nodes allowed) in ``dialect``, then ``.``."""
-    return " ".join(render_term(term, True, dialect) for term in terms) + " ."
+def data_line(terms: Sequence[Term | BlankNode], dialect: str = RDF12, describe: bool = True) -> str:
+    """One statement of ``INSERT DATA`` or N-Quads: its terms (blank nodes allowed) in ``dialect``, then ``.``;
+    in the reification dialect followed (``describe``) by the description of each statement node it names."""
+    line = " ".join(render_term(term, True, dialect) for term in terms) + " ."
+    if dialect != REIFICATION or not describe:
+        return line
+    return "\n".join([line, *(data_line(more, dialect, False) for more in reification.descriptions(terms))])
 
 
 def _key_vars(key: ValuesKey) -> tuple[str, ...]:
@@ -80,9 +95,19 @@ def _in_comment(text: str, position: int) -> bool:
 
 
 def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]], dialect: str = RDF12) -> str:
-    """Fill each empty ``VALUES`` block of ``text`` whose variables match a key of ``values``."""
-    wanted = {_key_vars(key): rows for key, rows in values.items()}
+    """Fill each empty ``VALUES`` block of ``text`` whose variables match a key of ``values`` (a ``#each``
+    group once per row: see the module docstring)."""
+    wanted = {_key_vars(key): list(rows) for key, rows in values.items()}
     seen: set[tuple[str, ...]] = set()
+
+    def repeat(match: re.Match[str]) -> str:
+        names = _block_vars(match.group(1))
+        if names not in wanted or not wanted[names]:
+            return match.group(2)
+        seen.add(names)
+        return "  UNION\n".join(render_values(match.group(2), {names: [row]}, dialect) for row in wanted[names])
+
+    text = _EACH.sub(repeat, text)
 
     def fill(match: re.Match[str]) -> str:
         names = _block_vars(match.group(1))
@@ -148,6 +173,14 @@ def load_template(name: str, directory: Path = SPARQL_DIR) -> str:
     look-up."""
     text = template_path(name, directory).read_text(encoding="utf-8")
     return _JINJA.from_string(text).render(stages=chain())
+
+
+def dialect_template(name: str, dialect: str = RDF12) -> str:
+    """Template ``name`` as ``dialect`` runs it: its variant in ``sparql/{dialect}/`` if there is one."""
+    variants = SPARQL_DIR / dialect
+    if dialect != RDF12 and ((variants / f"{name}.rq").exists() or (variants / f"{name}.ru").exists()):
+        return load_template(name, variants)
+    return load_template(name)
 
 
 def template_names(directory: Path = SPARQL_DIR) -> list[str]:

@@ -23,7 +23,7 @@ from pyoxigraph import DefaultGraph, NamedNode, Quad, RdfFormat, Store, Triple
 from server import vocab
 from server.errors import StoreLocked
 from server.sparql_templates import Term, data_line, render_term
-from server.store_base import GraphName, QueryResult, StoreBackend, Values, graph_options, template_text
+from server.store_base import GraphName, QueryResult, StoreBackend, Values, graph_options, insert_data, template_text
 
 __all__ = ["GraphStore", "GraphName", "QueryResult", "graph_options", "store_directory", "insert_data_update"]
 
@@ -45,8 +45,8 @@ def insert_data_update(graph: GraphName, triples: Sequence[Triple], replace: boo
         operations.append(f"CREATE SILENT GRAPH {render_term(graph)}")
     if triples:
         body = "\n".join(data_line((t.subject, t.predicate, t.object), dialect) for t in triples)
-        operations.append(f"INSERT DATA {{ GRAPH {render_term(graph)} {{\n{body}\n}} }}"
-                          if isinstance(graph, NamedNode) else f"INSERT DATA {{\n{body}\n}}")
+        operations.append(insert_data(f"GRAPH {render_term(graph)} {{\n{body}\n}}" if isinstance(graph, NamedNode)
+                                      else body, dialect))
     return " ;\n".join(operations)
 
 

@@ -21,10 +21,11 @@ from pyoxigraph import DefaultGraph, NamedNode, Quad, QueryBoolean, QuerySolutio
 from server import vocab
 from server.sparql_templates import (
     RDF12,
+    REIFICATION,
     Term,
     ValuesKey,
     data_line,
-    load_template,
+    dialect_template,
     render_limit,
     render_term,
     render_values,
@@ -43,23 +44,45 @@ def graph_options(graph: NamedNode | None) -> dict[str, object]:
 
 
 def template_text(name: str, values: Values | None, limit: int | None = None, dialect: str = RDF12) -> str:
-    """Template ``name`` with its VALUES blocks filled and its LIMITs lowered to ``limit``."""
-    text = load_template(name)
+    """Template ``name`` (``dialect``'s variant if it has one) with its VALUES blocks filled and its LIMITs
+    lowered to ``limit``."""
+    text = dialect_template(name, dialect)
     if limit is not None:
         text = render_limit(text, limit)
     return render_values(text, values, dialect) if values else text
 
 
-def quad_data(quads: Iterable[Quad], dialect: str = RDF12) -> str:
-    """The body of an ``INSERT DATA`` or ``DELETE DATA`` holding ``quads``, grouped by graph."""
+DATA_BLOCK_LINES = 1000
+
+
+def quad_data(quads: Iterable[Quad], dialect: str = RDF12, describe: bool = True) -> str:
+    """The body of an ``INSERT DATA`` or ``DELETE DATA`` holding ``quads``, grouped by graph (``describe``: with
+    the reification dialect's statement descriptions, which a ``DELETE DATA`` leaves: others may share them).
+    In the reification dialect a graph's block holds at most ``DATA_BLOCK_LINES`` statements: Virtuoso's
+    parser ran out of memory at 4,990 triples in one block, and takes 50 blocks of 1,000 in one update."""
     by_graph: dict[GraphName, list[Quad]] = {}
     for quad in quads:
         by_graph.setdefault(quad.graph_name, []).append(quad)
     blocks = []
     for graph, members in by_graph.items():
-        body = "\n".join(data_line((q.subject, q.predicate, q.object), dialect) for q in members)
-        blocks.append(body if isinstance(graph, DefaultGraph) else f"GRAPH {render_term(graph)} {{\n{body}\n}}")
+        body = "\n".join(data_line((q.subject, q.predicate, q.object), dialect, describe) for q in members)
+        if isinstance(graph, DefaultGraph):
+            blocks.append(body)
+            continue
+        lines = body.split("\n") if dialect == REIFICATION else [body]  # a statement a line (N-Triples escapes)
+        for start in range(0, len(lines), DATA_BLOCK_LINES if dialect == REIFICATION else 1):
+            block = "\n".join(lines[start:start + DATA_BLOCK_LINES])
+            blocks.append(f"GRAPH {render_term(graph)} {{\n{block}\n}}")
     return "\n".join(blocks)
+
+
+def insert_data(data: str, dialect: str = RDF12) -> str:
+    """The update adding ``data`` (a ``quad_data`` body): ``INSERT DATA``; in the reification dialect, data that
+    may hold blank nodes is ``INSERT { ... } WHERE { }``, the same write, since Virtuoso refuses blank nodes in
+    ``INSERT DATA`` (a ``_:`` inside a literal only costs the other form)."""
+    if dialect == REIFICATION and "_:" in data:
+        return f"INSERT {{\n{data}\n}} WHERE {{ }}"
+    return f"INSERT DATA {{\n{data}\n}}"
 
 
 class StoreBackend(ABC):
@@ -171,14 +194,14 @@ class StoreBackend(ABC):
         operations = [template_text(name, values, dialect=self.dialect)]
         data = quad_data(quads, self.dialect)
         if data:
-            operations.append(f"INSERT DATA {{\n{data}\n}}")
+            operations.append(insert_data(data, self.dialect))
         self.run_update(" ;\n".join(operations))
 
     def rewrite(self, removed: Iterable[Quad], added: Iterable[Quad]) -> None:
         """Remove ``removed`` and add ``added`` in one transaction (no blank nodes in either)."""
-        operations = [f"{verb} DATA {{\n{data}\n}}" for verb, data in (("DELETE", quad_data(removed, self.dialect)),
-                                                                        ("INSERT", quad_data(added, self.dialect)))
-                      if data]
+        removing, adding = quad_data(removed, self.dialect, False), quad_data(added, self.dialect)
+        operations = ([f"DELETE DATA {{\n{removing}\n}}"] if removing else []) + (
+            [insert_data(adding, self.dialect)] if adding else [])
         if operations:
             self.run_update(" ;\n".join(operations))
 

@@ -4,7 +4,8 @@ A test module that sets ``BOTH_BACKENDS = True`` runs each of its tests that use
 ``sample_store``, ``france_store``, or ``store_backend`` itself) on both backends: the embedded store and
 a ``RemoteStore`` on ``oxigraph serve`` (from the ``oxigraph`` wheel) on loopback. One engine serves every
 ``store`` of the session and is emptied (``DROP ALL``) before each test; the sample data has an engine of
-its own, loaded once.
+its own, loaded once. A module that also sets ``VIRTUOSO = True`` runs them on Virtuoso 7 as well (the
+``reification`` dialect: no triple terms, no LATERAL), skipped with the reason when virtuoso-t is not installed.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from in_process import Calling, InProcess, calling  # noqa: F401  (fixture: apps
 from live_server import LiveServer, Serving, serving  # noqa: F401  (fixture: live servers closed after the test)
 from oxigraph_server import OxigraphServer
 from scripted_llm import module_llm, scripted_llm  # noqa: F401  (fixtures: scripted OpenAI-compatible server)
+from virtuoso_server import DIALECT as VIRTUOSO_DIALECT
+from virtuoso_server import VirtuosoServer, virtuoso_missing
 
 from server.config import SAMPLE_DATA
 from server.ingest.load import build_store, load_file
@@ -27,11 +30,12 @@ from server.store import GraphStore
 from server.store_base import StoreBackend
 
 BACKENDS = ("embedded", "remote")
+VIRTUOSO_BACKENDS = (*BACKENDS, "virtuoso")  # a module with VIRTUOSO = True
 ENGINE_TIMEOUT_S = 60  # oxigraph serve --timeout-s: longer than any test's own deadline
 
 
 BROWSER_FIXTURES = {"page", "browser"}
-REMOTE_FIXTURES = {"engine"}
+REMOTE_FIXTURES = {"engine", "virtuoso"}
 SLOW_FIXTURES = {"production", "impatient", "glassgraph"}  # modules' fixtures starting the production command
 
 
@@ -45,7 +49,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if fixtures & BROWSER_FIXTURES:
             item.add_marker(pytest.mark.browser)
-        if fixtures & REMOTE_FIXTURES or params.get("store_backend") == "remote":
+        if fixtures & REMOTE_FIXTURES or params.get("store_backend") in ("remote", "virtuoso"):
             item.add_marker(pytest.mark.remote)
         if fixtures & SLOW_FIXTURES or item.get_closest_marker("browser") or item.get_closest_marker("kill"):
             item.add_marker(pytest.mark.slow)
@@ -54,7 +58,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Both backends for the store-using tests of a module with ``BOTH_BACKENDS = True``."""
     if getattr(metafunc.module, "BOTH_BACKENDS", False) and "store_backend" in metafunc.fixturenames:
-        metafunc.parametrize("store_backend", BACKENDS, indirect=True, scope="session")
+        backends = VIRTUOSO_BACKENDS if getattr(metafunc.module, "VIRTUOSO", False) else BACKENDS
+        metafunc.parametrize("store_backend", backends, indirect=True, scope="session")
 
 
 both_backends = pytest.mark.parametrize("store_backend", BACKENDS, indirect=True, scope="session")  # one test
@@ -84,14 +89,39 @@ def remote_store(url: str) -> RemoteStore:
     return RemoteStore(EngineEndpoints.of(url))
 
 
+def start_virtuoso(tmp_path_factory: pytest.TempPathFactory, name: str) -> VirtuosoServer:
+    """Virtuoso in a temporary directory, or the test skipped saying how to install it."""
+    reason = virtuoso_missing()
+    if reason:
+        pytest.skip(reason)
+    return VirtuosoServer(tmp_path_factory.mktemp(name))
+
+
+@pytest.fixture(scope="session")
+def virtuoso(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtuosoServer]:
+    """The session's Virtuoso (emptied before each test that uses ``store`` on it)."""
+    server = start_virtuoso(tmp_path_factory, "virtuoso")
+    yield server
+    server.close()
+
+
+def virtuoso_store(server: VirtuosoServer) -> RemoteStore:
+    return RemoteStore(server.endpoints, dialect=VIRTUOSO_DIALECT)
+
+
 @pytest.fixture
 def store(tmp_path: Path, store_backend: str, request: pytest.FixtureRequest) -> Iterator[StoreBackend]:
     """An empty store of its own for one test: on disk, or the session's engine emptied."""
     if store_backend == "embedded":
         yield GraphStore(tmp_path / "store")
         return
-    remote = remote_store(request.getfixturevalue("engine").url)
-    remote.run_update("DROP SILENT ALL")
+    if store_backend == "virtuoso":
+        server = request.getfixturevalue("virtuoso")
+        server.empty()
+        remote = virtuoso_store(server)
+    else:
+        remote = remote_store(request.getfixturevalue("engine").url)
+        remote.run_update("DROP SILENT ALL")
     yield remote
     remote.close()
 
@@ -103,8 +133,13 @@ def own_store(tmp_path_factory: pytest.TempPathFactory, store_backend: str, name
     if store_backend == "embedded":
         yield GraphStore(tmp_path_factory.mktemp(name) / "store")
         return
-    server = start_engine(tmp_path_factory, name)
-    remote = remote_store(server.url)
+    server: OxigraphServer | VirtuosoServer
+    if store_backend == "virtuoso":
+        server = start_virtuoso(tmp_path_factory, name)
+        remote = virtuoso_store(server)
+    else:
+        server = start_engine(tmp_path_factory, name)
+        remote = remote_store(server.url)
     try:
         yield remote
     finally:
@@ -122,7 +157,7 @@ class SampleStores:
     def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
         self._tmp = tmp_path_factory
         self._stores: dict[str, StoreBackend] = {}
-        self._engine: OxigraphServer | None = None
+        self._engines: list[OxigraphServer | VirtuosoServer] = []
 
     def of(self, backend: str) -> StoreBackend:
         if backend not in self._stores:
@@ -134,8 +169,14 @@ class SampleStores:
             path = self._tmp.mktemp("sample") / "store"
             build_store(path, SAMPLE_DATA, "default", progress=False)  # same content as load_file, faster
             return GraphStore(path)
-        self._engine = start_engine(self._tmp, "sample-engine")
-        remote = remote_store(self._engine.url)
+        if backend == "virtuoso":
+            virtuoso = start_virtuoso(self._tmp, "sample-virtuoso")
+            self._engines.append(virtuoso)
+            remote = virtuoso_store(virtuoso)
+        else:
+            engine = start_engine(self._tmp, "sample-engine")
+            self._engines.append(engine)
+            remote = remote_store(engine.url)
         load_file(remote, SAMPLE_DATA, "default", progress=False)
         return remote
 
@@ -143,8 +184,8 @@ class SampleStores:
         for store in self._stores.values():
             if isinstance(store, RemoteStore):
                 store.close()
-        if self._engine is not None:
-            self._engine.close()
+        for engine in self._engines:
+            engine.close()
 
 
 @pytest.fixture(scope="session")

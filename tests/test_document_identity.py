@@ -20,6 +20,7 @@ from server.store_base import StoreBackend
 from server.vocab import PROV, TG
 
 BOTH_BACKENDS = True
+VIRTUOSO = True  # conftest: and on Virtuoso 7 (the reification dialect)
 
 TEXT = ("Portugal borders Spain to the north and east. Lisbon is its capital and largest city. " * 40).encode()
 WIDE, NARROW = IngestOptions(chunk_size=3000, chunk_overlap=100), IngestOptions(chunk_size=100, chunk_overlap=10)

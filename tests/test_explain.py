@@ -13,6 +13,7 @@ from server.store import GraphStore
 from server.vocab import ENTITY, RELATION, TG
 
 BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
+VIRTUOSO = True  # conftest: and on Virtuoso 7 (the reification dialect)
 
 CAPITAL = Triple(ENTITY.france, RELATION.capital, ENTITY.paris)
 CURRENCY = Triple(ENTITY.france, RELATION.currency, ENTITY.euro)

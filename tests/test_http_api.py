@@ -25,6 +25,7 @@ from server.store_base import StoreBackend
 from server.vocab import ENTITY
 
 BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
+VIRTUOSO = True  # conftest: and on Virtuoso 7 (the reification dialect)
 
 QUESTION = "What is the capital of France?"
 SELECTION = "\n".join(json.dumps({"id": edge_id("France", rel, obj), "reasoning": "it answers"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import SampleStores
 from extraction_llm import PREDICATE, respond
 from pyoxigraph import Literal, NamedNode, Triple
 from scripted_llm import Reply, ScriptedLLM
@@ -27,6 +28,7 @@ from server.store import GraphStore
 from server.vocab import DC, PROV, RDF, RDFS, SKOS, TG
 
 BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
+VIRTUOSO = True  # conftest: and on Virtuoso 7 (the reification dialect)
 
 SMALL_CHUNKS = IngestOptions(chunk_size=400, chunk_overlap=40, workers=4)
 
@@ -91,10 +93,11 @@ def span_text(store: GraphStore, chunk: NamedNode, page: NamedNode, collection: 
 
 
 @pytest.fixture
-def ingested(store: GraphStore, sample_store: GraphStore, scripted_llm: ScriptedLLM,
+def ingested(store: GraphStore, sample_stores: SampleStores, scripted_llm: ScriptedLLM,
              tmp_path: Path) -> tuple[GraphStore, list[tuple[str, str]]]:
-    """20 Background texts ingested into collection ``world``: even ones as text, odd ones as Markdown."""
-    texts = background_texts(sample_store)
+    """20 Background texts ingested into collection ``world``: even ones as text, odd ones as Markdown (read from
+    the embedded sample store: an engine loaded with the whole sample only for its texts cost 20 s)."""
+    texts = background_texts(sample_stores.of("embedded"))
     ingester = Ingester(store, LabelIndex(store), extraction_llm(scripted_llm))
     for i, (country, text) in enumerate(texts):
         if i % 2:

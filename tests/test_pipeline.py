@@ -24,6 +24,7 @@ from server.store import GraphStore
 from server.vocab import ENTITY, RELATION
 
 BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
+VIRTUOSO = True  # conftest: and on Virtuoso 7 (the reification dialect)
 
 QUESTION = "What is the capital of France?"
 CAPITAL_ID = edge_id("France", "capital", "Paris")

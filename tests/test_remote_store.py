@@ -7,6 +7,7 @@ store through ``BOTH_BACKENDS`` (conftest); these are the ones only a remote eng
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import json
 import os
 import re
@@ -20,20 +21,25 @@ from urllib.parse import parse_qsl, unquote_plus
 
 import pytest
 import requests
-from conftest import add_france, remote_store, start_engine
+from conftest import add_france, remote_store, start_engine, virtuoso_store
 from live_server import serve
 from loopback_listener import LoopbackListener
 from oxigraph_server import OxigraphServer
 from production_server import TOKEN, ProductionServer, free_port
 from pyoxigraph import Literal, NamedNode, Quad, Triple
+from virtuoso_server import VirtuosoServer
 
 from server import vocab
+from server.answering import make_graph_rag
 from server.bootstrap import connect_store
 from server.config import Config, ConfigError
-from server.errors import StoreUnavailable
+from server.dialects import ENGINE_GRAPHS
+from server.dialects.reification import statement_iri
+from server.errors import RemoteFailed, StoreUnavailable
+from server.explain.trace import read_trace
 from server.provenance import source_chains
 from server.remote_store import EngineEndpoints, RemoteStore
-from server.sparql_templates import RDF12, RDF_STAR
+from server.sparql_templates import RDF12, RDF_STAR, REIFICATION
 from server.store import GraphStore
 from server.vocab import ENTITY, RELATION, TG
 
@@ -90,12 +96,81 @@ def replace_dialect(store: RemoteStore, dialect: str) -> RemoteStore:
     return store
 
 
+# --- the reification dialect: engines without triple terms (Virtuoso 7) -------------------------------------
+
+def test_reification_sends_a_statement_node_and_describes_it_beside_each_quad() -> None:
+    engine = LoopbackListener()
+    try:
+        store = RemoteStore(EngineEndpoints(engine.url, engine.url, engine.url, engine.url), dialect=REIFICATION)
+        store.extend([Quad(vocab.subgraph_iri("fr", 1, 1), TG.contains, CAPITAL, vocab.source_graph("default"))])
+        store.query("prov_sources", {"edge": [CAPITAL]}, default_graph=vocab.source_graph("default"))
+        store.rewrite([Quad(ENTITY.x, TG.contains, CAPITAL, vocab.source_graph("default"))], [])
+    finally:
+        engine.close()
+    insert, query, delete = (unquote_plus(body.decode()) for body in engine.bodies)
+    node = str(statement_iri(CAPITAL))
+    digest = hashlib.sha256(b"<https://trustgraph.ai/e/france> <https://trustgraph.ai/r/capital> "
+                            b"<https://trustgraph.ai/e/paris>").hexdigest()
+    assert node == f"<urn:glassgraph:statement:{digest[:32]}>"  # the triple's N-Triples: the same in every run
+    for sent in (insert, query, delete):
+        code = "\n".join(line for line in sent.splitlines() if not line.startswith("#"))
+        assert node in code and "<<" not in code and "LATERAL" not in code
+    for line in (f"{node} <{vocab.RDF.type.value}> <{vocab.RDF.Statement.value}> .",
+                 f"{node} <{vocab.RDF.subject.value}> <{ENTITY.france.value}> .",
+                 f"{node} <{vocab.RDF.object.value}> <{ENTITY.paris.value}> ."):
+        assert line in insert and line not in delete  # a DELETE DATA leaves the description: others share it
+    assert "union-default-graph" not in query
+
+
+def test_statement_nodes_are_one_per_triple_in_every_graph_and_read_back_as_triple_terms(
+        virtuoso: VirtuosoServer) -> None:
+    virtuoso.empty()
+    store = virtuoso_store(virtuoso)
+    nested = Triple(ENTITY.alice, RELATION.says, CAPITAL)
+    graphs = [vocab.source_graph("a"), vocab.source_graph("b")]
+    for _run in range(2):
+        store.extend([Quad(vocab.subgraph_iri("fr", 1, 1), TG.contains, term, graph)
+                      for graph in graphs for term in (CAPITAL, nested)])
+    for graph in graphs:
+        assert {q.object for q in store.quads(None, TG.contains, None, graph)} == {CAPITAL, nested}
+    assert list(store.quads(None, RELATION.says, None)) == []  # nested: inside a statement, not asserted
+    assert list(store.quads(statement_iri(CAPITAL))) == []  # a description is no data of the store's
+    counts = store.select("graph_counts")  # 2 subgraph quads, and 4 quads for each of 2 statements, per graph
+    assert {(row["g"].value, int(row["n"].value)) for row in counts
+            if row["g"].value not in ENGINE_GRAPHS} == {(g.value, 2 + 2 * 4) for g in graphs}
+    assert store.has_graph(graphs[0]) and not store.has_graph(NamedNode("urn:test:none"))  # Virtuoso's ASK, read
+    assert store.run_query("ASK { GRAPH ?g { ?s ?p ?o } }") and not store.run_query("ASK { FILTER(false) }")
+    assert set(store.named_graphs()) == set(graphs)  # Virtuoso's own graphs are not listed
+
+
+def test_a_graphrag_trace_on_virtuoso_is_the_same_as_on_oxigraph(engine: OxigraphServer,
+                                                                virtuoso: VirtuosoServer) -> None:
+    """The same question on the same data: the trace reads back identically, selection -> edge -> chunk ->
+    page -> document, though Virtuoso holds no triple term."""
+    oxigraph = remote_store(engine.url)
+    oxigraph.run_update("DROP SILENT ALL")
+    virtuoso.empty()
+    traces = []
+    for store in (oxigraph, virtuoso_store(virtuoso)):
+        add_france(store)
+        messages = list(make_graph_rag(store, Config(llm="offline", store_path=None)).run(
+            "What is the capital of France?"))
+        session = messages[0].explain_id
+        trace = read_trace(store, session)
+        text = json.dumps(trace, sort_keys=True).replace(session.rsplit(":", 1)[-1], "SESSION")
+        traces.append(json.loads(re.sub(r'"time": "[^"]*"', '"time": "T"', text)))
+    assert traces[0] == traces[1]
+    [capital] = [edge for edge in traces[1]["edges"] if edge["p"] == RELATION.capital.value]
+    assert [node["type"] for node in capital["sources"][0]] == ["Chunk", "Page", "Document"]
+    assert traces[1]["status"] == "answered" and "Paris" in traces[1]["answer_text"]
+
+
 # --- a down engine ---------------------------------------------------------------------------------
 
 def test_a_down_engine_is_503_naming_it_and_reads_are_retried_but_writes_are_not(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     store = remote_store(url)
-    with pytest.raises(StoreUnavailable, match=url):
+    with pytest.raises(StoreUnavailable, match=f"{url} cannot be reached .*GLASSGRAPH_STORE"):
         store.named_graphs()
     assert store.requests_sent == 3  # a read is tried three times
     with pytest.raises(StoreUnavailable, match=url):
@@ -111,6 +186,38 @@ def test_a_down_engine_is_503_naming_it_and_reads_are_retried_but_writes_are_not
         assert url in asked.text and asked.status_code in (200, 503)  # a stream that started ends with the error
     finally:
         live.close()
+
+
+def test_an_engine_that_answers_html_times_out_or_refuses_updates_is_one_error_naming_the_setting(
+        virtuoso: VirtuosoServer) -> None:
+    """Virtuoso at Oxigraph's endpoint names (its HTML 404), a page that is no SPARQL answer, an engine slower
+    than the deadline, and Virtuoso without the update grant: each one error naming the engine and what to set,
+    and nothing written."""
+    virtuoso.empty()
+    quad = Quad(ENTITY.a, RELATION.b, Literal("c"), vocab.collection_graph("default"))
+    wrong_paths = remote_store(virtuoso.url)  # /query, /update, /store: Oxigraph's
+    with pytest.raises(RemoteFailed, match=rf"{virtuoso.url} has no SPARQL endpoint at {virtuoso.url}/query .*"
+                                           r"404 text/html.*GLASSGRAPH_STORE_QUERY_URL.*/sparql"):
+        wrong_paths.named_graphs()
+    html = LoopbackListener(b"<html><body>Welcome</body></html>", content_type="text/html")
+    slow = LoopbackListener(delay_s=3.0)
+    try:
+        with pytest.raises(RemoteFailed, match=r"answered text/html, not SPARQL results: set GLASSGRAPH_STORE "
+                                               r"\(GLASSGRAPH_STORE_QUERY_URL"):
+            RemoteStore(EngineEndpoints(html.url, html.url, html.url, html.url)).named_graphs()
+        with pytest.raises(StoreUnavailable, match=r"did not answer in time \(1 s, GLASSGRAPH_DEADLINE\)"):
+            RemoteStore(EngineEndpoints(slow.url, slow.url, slow.url, slow.url), timeout_s=1.0).named_graphs()
+    finally:
+        html.close()
+        slow.close()
+    virtuoso.isql('REVOKE SPARQL_UPDATE FROM "SPARQL";')
+    try:
+        store = virtuoso_store(virtuoso)
+        with pytest.raises(RemoteFailed, match=r"no permission.*GLASSGRAPH_STORE_USER.*GRANT SPARQL_UPDATE"):
+            store.extend([quad, Quad(vocab.subgraph_iri("fr", 1, 1), TG.contains, CAPITAL, quad.graph_name)])
+    finally:
+        virtuoso.isql('GRANT SPARQL_UPDATE TO "SPARQL";')
+    assert store.is_empty()
 
 
 # --- a runaway query is stopped, and the engine with it ------------------------------------------------
@@ -387,3 +494,18 @@ def test_a_dialect_that_does_not_exist_names_the_variable() -> None:
     with pytest.raises(ConfigError, match="GLASSGRAPH_STORE_DIALECT"):
         connect_store(Config.from_env({"GLASSGRAPH_STORE": "http://127.0.0.1:9", "GLASSGRAPH_STORE_DIALECT": "rdf13"}))
     assert isinstance(connect_store(Config.from_env({"GLASSGRAPH_STORE": ":memory:"})), GraphStore)
+
+
+def test_a_clients_ask_forwarded_to_virtuoso_is_a_boolean(virtuoso: VirtuosoServer) -> None:
+    """Virtuoso answers ASK with a binding of ``__ASK_RETVAL``; the client has the standard boolean."""
+    virtuoso.empty()
+    store = virtuoso_store(virtuoso)
+    store.extend([Quad(ENTITY.a, RELATION.b, Literal("c"), vocab.collection_graph("default"))])
+    live = serve(store)
+    try:
+        for query, expected in (("ASK { ?s ?p 'c' }", True), ("ASK { ?s ?p 'd' }", False)):
+            answer = requests.get(live.url + "/sparql", params={"query": query},
+                                  headers={"Accept": "application/sparql-results+json"})
+            assert answer.status_code == 200 and answer.json()["boolean"] is expected, answer.text
+    finally:
+        live.close()

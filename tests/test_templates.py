@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 from pyoxigraph import Literal, NamedNode, Quad, QueryBoolean, Store, Triple
 
 from server.sparql_templates import (
+    RDF12,
+    REIFICATION,
     TemplateError,
+    dialect_template,
     load_template,
     render_limit,
     render_values,
@@ -190,3 +193,44 @@ def test_an_update_with_values_writes_exactly_its_rows(store: GraphStore, term: 
     with store.writing() as raw:
         raw.update(delete)
     assert set(store.raw) == {q for q in before | {Quad(S, P, term, G)} if q.object != term}
+
+
+# --- dialect variants (sparql/{dialect}/) ------------------------------------------------------------------
+
+REIFICATION_DIR = Path(__file__).parent.parent / "sparql" / "reification"
+VARIANTS = sorted(p.stem for p in REIFICATION_DIR.glob("*.r[qu]"))
+TRIPLE_TERM_SYNTAX = re.compile(r"<<|\bLATERAL\b|\bisTRIPLE\b|\b(SUBJECT|PREDICATE|OBJECT|TRIPLE)\s*\(", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_each_reification_variant_replaces_a_template_in_plain_sparql_11_and_runs(name: str) -> None:
+    """A variant has the common template's name and none of RDF 1.2 or Oxigraph's extensions, and runs
+    (its ``#each`` groups expanded for two rows)."""
+    assert name in template_names()
+    text = load_template(name, REIFICATION_DIR)
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    assert not TRIPLE_TERM_SYNTAX.search(code), TRIPLE_TERM_SYNTAX.search(code)
+    assert dialect_template(name, REIFICATION) == text and dialect_template(name, RDF12) == load_template(name)
+    keys = {tuple(re.findall(r"\?(\w+)", m.group(1))) for m in EMPTY_VALUES.finditer(text)}
+    filled = render_values(text, {key: [(DUMMY,) * len(key), (TG.other,) * len(key)] for key in keys},
+                           REIFICATION)
+    if name.endswith(("hop", "focus", "mentions")):
+        assert "#each" in text and "UNION" in filled
+    if template_path(name).suffix == ".rq":
+        result = Store().query(filled)
+        if not isinstance(result, QueryBoolean):
+            list(result)
+    else:
+        Store().update(filled)
+
+
+def test_an_each_group_keeps_its_limit_per_row() -> None:
+    """``rag_hop`` without LATERAL: each frontier entity has its own LIMIT, in the frontier's order."""
+    store = Store()
+    hub, quiet = NamedNode("urn:test:hub"), NamedNode("urn:test:quiet")
+    store.extend([Quad(hub, TG.link, NamedNode(f"urn:test:n{i}")) for i in range(10)] +
+                 [Quad(quiet, TG.link, NamedNode("urn:test:only"))])
+    text = render_limit(dialect_template("rag_hop", REIFICATION), 3)
+    rows = [(row["s"], row["o"]) for row in store.query(render_values(text, {"e": [hub, quiet]}, REIFICATION))]
+    assert [s for s, _ in rows] == [hub] * 3 + [quiet] and rows[-1][1] == NamedNode("urn:test:only")
+    assert list(store.query(render_values(text, {"e": []}, REIFICATION))) == []

@@ -25,6 +25,7 @@ from typing import IO
 
 from pyoxigraph import NamedNode, QueryResultsFormat, RdfFormat, parse, parse_query_results
 
+from server.dialects import standard_parsed, union_params
 from server.errors import BadRequest, GlassgraphError, LimitExceeded, StoreUnavailable
 from server.http.rdf_output import Answer
 from server.http.sparql_eval import CheckedQuery, QueryTask, deadline_exceeded, result_answer, within_bytes
@@ -55,11 +56,11 @@ class _Capped(io.RawIOBase):
         return len(data)
 
 
-def _dataset(task: QueryTask, checked: CheckedQuery) -> list[tuple[str, str]]:
+def _dataset(task: QueryTask, checked: CheckedQuery, dialect: str) -> list[tuple[str, str]]:
     if task.default_graphs or task.named_graphs:
         return [("default-graph-uri", g) for g in task.default_graphs] + [("named-graph-uri", g)
                                                                           for g in task.named_graphs]
-    return [] if checked.names_dataset else [("union-default-graph", "")]
+    return [] if checked.names_dataset else union_params(dialect)
 
 
 def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) -> Answer:
@@ -73,7 +74,7 @@ def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) ->
     try:
         response = store.send("POST", store.endpoints.query, read=True, stream=True,
                               timeout=(store.timeout[0], max(deadline_s, ENGINE_WAIT_S)),
-                              data=[("query", text), *_dataset(task, checked)],
+                              data=[("query", text), *_dataset(task, checked, store.dialect)],
                               headers={"Accept": _ACCEPT, "Accept-Encoding": "identity"})
     except StoreUnavailable:
         if time.monotonic() - started >= deadline_s:
@@ -86,7 +87,7 @@ def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) ->
             if media == "application/n-triples":
                 result = (quad.triple for quad in parse(body, format=RdfFormat.N_TRIPLES))
             else:
-                result = parse_query_results(body, format=QueryResultsFormat.JSON)
+                result = standard_parsed(parse_query_results(body, format=QueryResultsFormat.JSON))
             answer = result_answer(result, task)
         except GlassgraphError:
             raise

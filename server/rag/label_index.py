@@ -23,6 +23,7 @@ import numpy
 from pyoxigraph import Literal, NamedNode
 
 from server import vocab
+from server.dialects import is_true
 from server.labels import label_preference
 from server.rag.embeddings import LABEL_DIMENSIONS, embedder
 from server.rag.relations import alias_words, mention_of, relation_lemmas, relation_matches, weak_name
@@ -264,7 +265,7 @@ class LabelIndex:
                 return index
             version = self.store.data_version(collection)  # read first: a write during the build is seen next time
             solutions = list(self.store.query("rag_label_index", default_graph=vocab.collection_graph(collection)))
-            rows = [(row["s"].value, row["label"], row["relation"].value == "true") for row in solutions
+            rows = [(row["s"].value, row["label"], is_true(row["relation"])) for row in solutions
                     if isinstance(row["s"], NamedNode) and isinstance(row["label"], Literal)]
             aliases = [(row["s"].value, row["alias"].value) for row in solutions
                        if isinstance(row["s"], NamedNode) and isinstance(row["alias"], Literal)]

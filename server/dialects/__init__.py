@@ -1,0 +1,66 @@
+"""SPARQL dialects of the remote store and the engines' quirks, read in one place.
+
+A dialect (``GLASSGRAPH_STORE_DIALECT``) says how statements about triples are written and which template
+variants run: ``rdf12`` (``<<( s p o )>>``, Oxigraph), ``rdf-star`` (``<< s p o >>``, Jena, GraphDB,
+Stardog, AllegroGraph) and ``reification`` (:mod:`server.dialects.reification`: ``rdf:Statement`` nodes and
+plain SPARQL 1.1 templates in ``sparql/reification/``, for Virtuoso 7 and Neptune). To add one: a module here
+with its ``NAME`` and what it writes, its name in ``sparql_templates.DIALECTS``, a variant in
+``sparql/{name}/`` of each template it cannot run, and the union-default-graph request below if the engine
+needs one (docs/architecture.md, 'Adding a dialect').
+"""
+from __future__ import annotations
+
+import json
+
+from pyoxigraph import QueryBoolean, QueryResultsFormat, QuerySolutions, parse_query_results
+
+# What asks an engine for the union of all graphs as its default graph: Oxigraph's own protocol parameter;
+# the other engines serve the union as their default graph when the request names no dataset (Virtuoso does
+# by default; Fuseki, Stardog and GraphDB are configured so: README, 'Engines and dialects').
+UNION_PARAMS: dict[str, list[tuple[str, str]]] = {"rdf12": [("union-default-graph", "")]}
+
+_VIRTUOSO_ASK = "__ASK_RETVAL"
+
+# Graphs an engine keeps for itself, in every new database, never Glassgraph's: Virtuoso 7's schema, LDP and
+# service description graphs. The remote store lists no such graph and counts none as data.
+ENGINE_GRAPHS = frozenset({"http://www.openlinksw.com/schemas/virtrdf#", "http://www.w3.org/ns/ldp#",
+                           "http://localuriqaserver/sparql"})
+
+
+def union_params(dialect: str) -> list[tuple[str, str]]:
+    """The protocol parameters that make the default graph the union of all graphs in ``dialect``."""
+    return list(UNION_PARAMS.get(dialect, ()))
+
+
+def standard_results(content: bytes) -> bytes:
+    """An engine's SPARQL JSON answer as the standard says it: Virtuoso answers an ASK with one binding of
+    ``__ASK_RETVAL`` (1 or 0) instead of ``boolean``; every other answer is returned as it is."""
+    if _VIRTUOSO_ASK.encode() not in content[:200]:
+        return content
+    answer = json.loads(content)
+    if answer.get("head", {}).get("vars") != [_VIRTUOSO_ASK]:
+        return content
+    rows = answer.get("results", {}).get("bindings", [])
+    value = rows[0].get(_VIRTUOSO_ASK, {}).get("value", "0") if rows else "0"
+    return _boolean(value)
+
+
+def _boolean(value: str) -> bytes:
+    """The standard JSON answer of an ASK whose Virtuoso binding is ``value``."""
+    return json.dumps({"head": {}, "boolean": value not in ("0", "false")}).encode()
+
+
+def standard_parsed(result: object) -> object:
+    """:func:`standard_results` for an answer already parsed as it arrived (a client's forwarded query)."""
+    if not isinstance(result, QuerySolutions) or [v.value for v in result.variables] != [_VIRTUOSO_ASK]:
+        return result
+    row = next(iter(result), None)
+    value = row[0].value if row is not None and row[0] is not None else "0"
+    answer: QueryBoolean = parse_query_results(_boolean(value), format=QueryResultsFormat.JSON)
+    return answer
+
+
+def is_true(term: object) -> bool:
+    """A boolean a template computes (``EXISTS``, a comparison), as an engine answers it: ``true``, or Virtuoso's
+    ``1`` (it answers booleans as the integers 1 and 0)."""
+    return getattr(term, "value", None) in ("true", "1")
