@@ -125,7 +125,7 @@ def test_a_request_frame_is_made_into_glassgraph_s_own() -> None:
     internal = internal_request({"service": "graph-rag", "request": {
         "query": "q?", "collection": "c", "entity-limit": 5, "edge-score-limit": 30, "streaming": True}})
     assert (internal.method, internal.path, internal.accept) == ("POST", "/api/graph-rag", "application/x-ndjson")
-    assert json.loads(internal.body) == {"query": "q?", "collection": "c", "explainable": False,
+    assert json.loads(internal.body) == {"query": "q?", "collection": "c", "explainable": True,  # traced always
                                          "entity_limit": 5, "streaming": True}
     documents = internal_request({"service": "document-rag", "request": {"query": "q?", "doc-limit": 7}})
     assert json.loads(documents.body)["passages"] == 7 and documents.accept == "application/json"
