@@ -4,8 +4,9 @@ Retrieval reads at most ``max_subgraph_size`` edges (and ``triple_limit`` rows),
 before the selector sees it: "Which countries border Germany?" with a subgraph of 3 edges selects 3 of
 the 9 neighbours, all that was found. A *list* in the selection is two or more selected edges that share a
 subject and predicate (Germany borders ...) or a predicate and object (... borders Germany); the graph is
-asked how many edges that subject and predicate (or predicate and object) have in the collection, and
-every one retrieval did not read is a relevant edge left out of the answer.
+asked how many edges that subject and predicate (or predicate and object) have in the collection (the
+engine counts, up to 100,000 a list: ``sparql/rag_list_size.rq``), and every one retrieval did not read is a
+relevant edge left out of the answer.
 """
 from __future__ import annotations
 
@@ -17,25 +18,24 @@ from pyoxigraph import Triple
 from server import vocab
 from server.store_base import StoreBackend
 
-COUNT_CAP = 100_000  # edges counted per list at most (a hub's list past this is cut by this much at least)
-
 
 def unread_members(store: StoreBackend, collection: str, selected: Iterable[Triple],
                    retrieved: Iterable[Triple]) -> int:
     """The edges of the selection's lists that the collection holds and retrieval did not read."""
-    selected = list(selected)
-    read = Counter()
-    for triple in retrieved:
-        read[(triple.subject, triple.predicate, None)] += 1
-        read[(None, triple.predicate, triple.object)] += 1
-    lists = Counter()
-    for triple in selected:
-        lists[(triple.subject, triple.predicate, None)] += 1
-        lists[(None, triple.predicate, triple.object)] += 1
+    read, lists = _lists(retrieved), _lists(selected)
     graph = vocab.collection_graph(collection)
     unread = 0
     for pattern, members in lists.items():
         if members > 1:
-            held = sum(1 for _ in store.quads(*pattern, graph, limit=COUNT_CAP))
-            unread += max(0, held - read[pattern])
+            rows = store.select("rag_list_size", values={"g": [graph], ("s", "p", "o"): [pattern]})
+            unread += max(0, int(rows[0]["n"].value) - read[pattern])
     return unread
+
+
+def _lists(edges: Iterable[Triple]) -> Counter:
+    """How many of ``edges`` each list holds: (subject, predicate, None) and (None, predicate, object)."""
+    members = Counter()
+    for triple in edges:
+        members[(triple.subject, triple.predicate, None)] += 1
+        members[(None, triple.predicate, triple.object)] += 1
+    return members
