@@ -27,7 +27,10 @@ def unread_members(store: StoreBackend, collection: str, selected: Iterable[Trip
     unread = 0
     for pattern, members in lists.items():
         if members > 1:
-            rows = store.select("rag_list_size", values={"g": [graph], ("s", "p", "o"): [pattern]})
+            subject, predicate, obj = pattern
+            rows = store.select("rag_list_size", values={
+                "g": [graph], ("s", "p"): [] if subject is None else [(subject, predicate)],
+                ("p", "o"): [] if obj is None else [(predicate, obj)]})
             unread += max(0, int(rows[0]["n"].value) - read[pattern])
     return unread
 
