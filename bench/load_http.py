@@ -11,7 +11,10 @@ Each phase lasts ``--seconds`` (default 60), loopback only:
 3. with ``--sweep``: phase 1 at 1, 4, 20 and 64 clients on both servers (or the levels given).
 
 Every response is an answer (2xx), a refusal (429 or 503: the server turned the request away) or an
-error (any other status, or no response). Throughput is answers/s: a refusal is not an answer. Every
+error (any other status, or no response). Throughput is answers/s: a refusal is not an answer. Each row also
+says where the CPU went, in ms per answer: the client (this process's threads), the server (gunicorn's
+processes, ``oxigraph serve``) and Glassgraph's query workers (``bench/process_cpu.py``): on a machine whose
+cores the clients share, the ratio follows what each server spends per answer. Every
 client sends one request at a time, which is within any fair share, so the summary line says FAIL
 (exit code 1) when any request was refused, failed or lost its trace; the acceptance ratios are
 printed as met or missed beside it (they do not change the exit code: the machine is shared).
@@ -38,6 +41,7 @@ from pathlib import Path
 import requests
 
 from bench.bench_retrieval import _table
+from bench.process_cpu import ROLES, CpuSnapshot
 from bench.workdir import cached_store
 from server.config import PROJECT_ROOT, SAMPLE_DATA
 from server.ingest.load import load_file
@@ -176,14 +180,15 @@ def start_glassgraph(workdir: Path, threads: int | None) -> ProductionServer:
 
 
 @contextmanager
-def oxigraph_serve(workdir: Path) -> Iterator[str]:
-    """``oxigraph serve --union-default-graph`` over a copy of the same store; yields its query endpoint."""
+def oxigraph_serve(workdir: Path) -> Iterator[tuple[str, int]]:
+    """``oxigraph serve --union-default-graph`` over a copy of the same store; yields its query endpoint and
+    process id."""
     location = workdir / "oxigraph" / "store"
     location.parent.mkdir()
     sample_store().backup(location)
     server = OxigraphServer(location, "--union-default-graph", "--timeout-s", ENGINE_TIMEOUT_S)
     try:
-        yield server.url + "/query"
+        yield server.url + "/query", server.process.pid
     finally:
         server.close()
 
@@ -320,6 +325,7 @@ class Measured:
     clients: int
     outcomes: Outcomes
     elapsed: float
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds by role (bench/process_cpu.py)
 
     @property
     def rate(self) -> float:
@@ -329,15 +335,30 @@ class Measured:
         o = self.outcomes
         ratio = f"{self.rate / baseline.rate:.2f}x" if baseline and baseline.rate else "-"
         return [self.phase, self.server, str(self.clients), str(o.requests), str(o.answers), str(o.refusals),
-                str(o.errors), f"{self.rate:.1f}", ratio, f"{o.p(50):.1f}", f"{o.p(99):.1f}"]
+                str(o.errors), f"{self.rate:.1f}", ratio, f"{o.p(50):.1f}", f"{o.p(99):.1f}", self.cpu_per_answer()]
+
+    def cpu_per_answer(self) -> str:
+        """CPU ms per answer of the client, the server and its query workers: ``client / server / workers``."""
+        if not self.cpu or not self.outcomes.answers:
+            return "-"
+        return " / ".join(f"{self.cpu[role] * 1000 / self.outcomes.answers:.2f}" for role in ROLES)
 
 
 HEADER = ["phase", "server/kind", "clients", "requests", "answers", "refused", "errors", "answers/s", "ratio",
-          "p50 ms", "p99 ms"]
+          "p50 ms", "p99 ms", "CPU ms/answer: client / server / workers"]
 
 
-def measure(phase: str, server: str, clients: int, samples: list[Sample], elapsed: float) -> Measured:
-    return Measured(phase, server, clients, Outcomes.of(samples), elapsed)
+def measure(phase: str, server: str, clients: int, samples: list[Sample], elapsed: float,
+            cpu: dict[str, float] | None = None) -> Measured:
+    return Measured(phase, server, clients, Outcomes.of(samples), elapsed, cpu or {})
+
+
+def measured_phase(phase: str, server: str, clients: int, root: int,
+                   run: Callable[[], tuple[list[Sample], float]]) -> Measured:
+    """``run`` (a phase of clients) measured: its answers and the CPU the client and ``root``'s tree spent."""
+    before = CpuSnapshot.of(root)
+    samples, elapsed = run()
+    return measure(phase, server, clients, samples, elapsed, CpuSnapshot.of(root).spent_since(before))
 
 
 def verdict(measured: list[Measured], lost: list[str], problems: list[str]) -> tuple[bool, str]:
@@ -401,20 +422,23 @@ def main(argv: list[str] | None = None) -> int:
         server = start_glassgraph(workdir, args.threads)
         base = server.url
         try:
-            servers = {"glassgraph": base + "/sparql"}
+            servers = {"glassgraph": (base + "/sparql", server.process.pid)}
             with nullcontext() if args.no_oxigraph else oxigraph_serve(workdir) as oxigraph:
                 if oxigraph:
                     servers["oxigraph serve"] = oxigraph
-                    problems += same_answers(base + "/sparql", oxigraph)  # also warms both
+                    problems += same_answers(base + "/sparql", oxigraph[0])  # also warms both
                 for clients in levels:
-                    for name, endpoint in servers.items():
-                        samples, elapsed = run_phase(clients, args.seconds, [(1, sparql_call(endpoint))])
-                        measured[name, clients] = measure("sparql", name, clients, samples, elapsed)
+                    for name, (endpoint, root) in servers.items():
+                        measured[name, clients] = measured_phase(
+                            "sparql", name, clients, root,
+                            lambda n=clients, e=endpoint: run_phase(n, args.seconds, [(1, sparql_call(e))]))
             rag_call = graph_rag_call(base)
             rag_call(requests.Session(), 0)  # warm the label index and the pipeline
             before = count_sessions(base)
+            before_cpu = CpuSnapshot.of(server.process.pid)
             samples, elapsed = run_clients(args.seconds, [sparql_call(base + "/sparql")] * args.clients
                                            + [rag_call] * args.rag_clients)
+            mixed_cpu = CpuSnapshot.of(server.process.pid).spent_since(before_cpu)
             mixed = measure("mixed", "glassgraph: sparql", args.clients,
                             [s for s in samples if s.kind == "sparql"], elapsed)
             rag_samples = [s for s in samples if s.kind == "graph-rag"]
@@ -423,13 +447,15 @@ def main(argv: list[str] | None = None) -> int:
             recorded = count_sessions(base) - before
         finally:
             server.close()
-    return report(args, levels, measured, mixed, rag, lost, recorded, problems)
+    return report(args, levels, measured, (mixed, rag, mixed_cpu), lost, recorded, problems)
 
 
 def report(args: argparse.Namespace, levels: list[int], measured: dict[tuple[str, int], Measured],
-           mixed: Measured, rag: Measured, lost: list[str], recorded: int, problems: list[str]) -> int:
+           mixed_phase: tuple[Measured, Measured, dict[str, float]], lost: list[str], recorded: int,
+           problems: list[str]) -> int:
     """Print the tables, the targets and the summary line; the exit code."""
     sparql, oxigraph = measured["glassgraph", args.clients], measured.get(("oxigraph serve", args.clients))
+    mixed, rag, mixed_cpu = mixed_phase
     print(f"{args.clients} SPARQL clients (+{args.rag_clients} GraphRAG clients in the mixed phase), "
           f"{args.seconds:g} s per phase, the production command"
           + (f" with GLASSGRAPH_THREADS={args.threads}" if args.threads else "")
@@ -445,6 +471,8 @@ def report(args: argparse.Namespace, levels: list[int], measured: dict[tuple[str
                 rows.append(baseline.row(baseline))
             rows.append(measured["glassgraph", clients].row(baseline))
         print(_table(HEADER, rows))
+    mixed_cpu = ", ".join(f"{role} {seconds / mixed.elapsed:.2f}" for role, seconds in mixed_cpu.items())
+    print(f"mixed phase, CPU seconds a second: {mixed_cpu} (one server process runs GraphRAG and serves HTTP)")
     answered = rag.outcomes.answers
     print(f"\ntraces: {answered} GraphRAG answers, {recorded} sessions recorded, {len(lost)} lost "
           "(not read back answered through /api/explain)")

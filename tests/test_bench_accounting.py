@@ -1,8 +1,11 @@
 """bench/load_http.py's accounting, fed real responses from servers on loopback: a refusal (429, 503) is
-not an answer, answers/s counts answers only, and the summary line fails when anything was refused."""
+not an answer, answers/s counts answers only, and the summary line fails when anything was refused; and
+bench/process_cpu.py's CPU accounting by role, over a real process tree."""
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
 
 import pytest
 import requests
@@ -83,3 +86,33 @@ def test_a_refused_question_is_a_refusal_and_an_answer_whose_trace_does_not_read
     finally:
         streamed.close()
         explained.close()
+
+
+BURN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n"
+
+
+def test_cpu_is_counted_by_role_across_a_server_process_tree() -> None:
+    """A server that burns 0.3 s of CPU and starts a query worker burning 0.4 s (its command line names
+    server.http.query_workers, as the real ones do): each role gets its own, the client (this test) little."""
+    from bench.process_cpu import CLIENT, QUERY_WORKERS, SERVER, CpuSnapshot
+
+    worker = BURN.format(seconds=0.4)
+    server_code = ("import subprocess, sys\n"
+                   f"child = subprocess.Popen([sys.executable, '-c', {worker!r}, 'server.http.' + 'query_workers'])\n"
+                   + BURN.format(seconds=0.3) + "print('done', flush=True)\nsys.stdin.read()\nchild.wait()\n")
+    # (the marker is spelled in two pieces: the server's own command line holds its code and must not name it)
+    server = subprocess.Popen([sys.executable, "-c", server_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        before = CpuSnapshot.of(server.pid)
+        assert server.stdout.readline() == "done\n"
+        deadline = time.monotonic() + 30
+        while CpuSnapshot.of(server.pid).spent_since(before)[QUERY_WORKERS] < 0.35 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        spent = CpuSnapshot.of(server.pid).spent_since(before)
+    finally:
+        server.stdin.close()
+        server.wait(30)
+    assert 0.3 <= spent[SERVER] < 1.0, spent
+    assert 0.35 <= spent[QUERY_WORKERS] < 1.0, spent
+    assert spent[CLIENT] < 0.3, spent
