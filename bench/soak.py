@@ -104,6 +104,7 @@ class Settings:
     never_read: int = 10
     never_read_mb: int = 20  # more, and the query outlives the soak's deadline on a loaded machine
     flood: int = 40
+    server_env: tuple[tuple[str, str], ...] = ()  # more settings for the server (--set NAME=VALUE)
 
 
 QUICK = Settings(clients=6, seconds=30.0, runaway=2, slow=3, slow_body=1, never_read=2, flood=8)
@@ -737,7 +738,8 @@ def rows(result: Result) -> list[list[str]]:
         ["minutes", f"{settings.seconds / 60:.3g}"],
         ["server settings", f"GLASSGRAPH_DEADLINE={settings.deadline_s:g} s (lowered for the soak), "
                             f"GLASSGRAPH_QUERY_WORKERS={config.query_workers}, "
-                            f"GLASSGRAPH_BODY_TIMEOUT={config.body_timeout_s:g} s"],
+                            f"GLASSGRAPH_BODY_TIMEOUT={config.body_timeout_s:g} s"
+                            + "".join(f", {name}={value}" for name, value in settings.server_env)],
         ["requests", f"{result.requests} (mixed {len(tally.normal)}, /healthz {len(tally.health)}, "
                      f"runaway {len(tally.runaway)}, slow {len(tally.slow)}, flood {len(tally.flood)}, "
                      f"never-read {len(tally.unread)})"],
@@ -793,7 +795,8 @@ def run(settings: Settings) -> Result:
     """Start the server over a new sample store, soak it, check everything; the server is stopped after."""
     with tempfile.TemporaryDirectory(prefix="glassgraph-soak-") as tmp:
         server = ProductionServer(Path(tmp) / "store", env={"GLASSGRAPH_LOAD_SAMPLE": "true",
-                                                              "GLASSGRAPH_DEADLINE": f"{settings.deadline_s:g}"})
+                                                              "GLASSGRAPH_DEADLINE": f"{settings.deadline_s:g}",
+                                                              **dict(settings.server_env)})
         try:
             warm_up(server.url)
             first_workers = children(server.process.pid)
@@ -830,6 +833,8 @@ def parse_args(argv: list[str] | None) -> Settings:
                         help="anonymous clients flooding the store-wide pages (default %(default)s)")
     parser.add_argument("--deadline", type=float, default=default.deadline_s,
                         help="GLASSGRAPH_DEADLINE for the soak, in seconds (default %(default)g)")
+    parser.add_argument("--set", action="append", default=[], type=server_setting, metavar="NAME=VALUE",
+                        help="a GLASSGRAPH_ setting for the server (repeatable), to tune against the soak")
     parser.add_argument("--quick", action="store_true",
                         help=f"a smoke run: {QUICK.seconds:g} s, {QUICK.clients} clients, {QUICK.runaway} runaway, "
                              f"{QUICK.slow} slow, {QUICK.never_read} never-reading, {QUICK.flood} flooding")
@@ -840,10 +845,18 @@ def parse_args(argv: list[str] | None) -> Settings:
         parser.error("--clients must be 1..100, --minutes 0..60, --runaway 0..50, --slow and --slow-body 0..200, "
                      "--never-read 0..50, --never-read-mb 1..60, --flood 0..100, --deadline 0..60")
     if args.quick:
-        return replace(QUICK, deadline_s=args.deadline)
+        return replace(QUICK, deadline_s=args.deadline, server_env=tuple(args.set))
     return Settings(clients=args.clients, seconds=args.minutes * 60, runaway=args.runaway, slow=args.slow,
                     deadline_s=args.deadline, slow_body=args.slow_body, never_read=args.never_read,
-                    never_read_mb=args.never_read_mb, flood=args.flood)
+                    never_read_mb=args.never_read_mb, flood=args.flood, server_env=tuple(args.set))
+
+
+def server_setting(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` of ``--set``: a GLASSGRAPH_ variable (the deadline has its own option)."""
+    name, equals, value = text.partition("=")
+    if not equals or not name.startswith("GLASSGRAPH_") or name == "GLASSGRAPH_DEADLINE":
+        raise argparse.ArgumentTypeError("NAME=VALUE with a GLASSGRAPH_ name (--deadline sets GLASSGRAPH_DEADLINE)")
+    return name, value
 
 
 def main(argv: list[str] | None = None) -> int:

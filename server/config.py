@@ -70,7 +70,8 @@ class Config:
     # that evaluate clients' short queries (default: one per core, at least 2)
     long_queries: int = field(default_factory=lambda: max(8, 4 * _cores()))  # GLASSGRAPH_LONG_QUERIES: queries
     # running past 1 s at once, each in a process of its own beside the short ones (429 past it)
-    long_after_s: float = 1.0  # GLASSGRAPH_LONG_AFTER: CPU seconds after which a query is a long one
+    long_after_s: float | None = None  # GLASSGRAPH_LONG_AFTER: CPU seconds after which a query is a long one
+    # (default 0.1; on a remote store, seconds of the engine's time, default 1)
     queue_wait_s: float = 30.0  # GLASSGRAPH_QUEUE_WAIT: the longest a query waits for a worker (503 past it)
     queue_per_client: int = 128  # GLASSGRAPH_QUEUE_PER_CLIENT: a client's queries waiting at once (429 past it);
     # half of GLASSGRAPH_THREADS, so that one address cannot hold every request thread
