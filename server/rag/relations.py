@@ -20,6 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -49,6 +50,7 @@ class Mention:
     lemma: str
 
 
+@lru_cache(maxsize=1 << 16)
 def stem_match(word: str, other: str) -> bool:
     """Same lemma, one a short whole prefix of the other ("act" ~ "actor"), a shared stem of
     ``STEM`` letters between words of five letters or more, or the same after a compound's head
@@ -177,6 +179,7 @@ def _agree(vector: np.ndarray, other: str) -> bool:
     return float(vector @ _VECTORS.get([other])[other]) >= STEM_AGREEMENT
 
 
+@lru_cache(maxsize=1 << 12)
 def _names(relation: str, aliases: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """The lemmas a mention matches lexically (the content words of the label and aliases, and each
     one-word alias), and the texts it is compared to by meaning (each name whole, and its words)."""
