@@ -93,6 +93,7 @@ SERVER_CLIENT = "(server)"  # the client key of the server's own jobs (update pa
 _PARENT_CHECK_S = 1.0
 _OPEN_ATTEMPTS, _OPEN_RETRY_S = 10, 0.01  # the n-th retry waits n times _OPEN_RETRY_S
 _EVALUATION_ATTEMPTS = 4  # a query failing on the store's side, on a new snapshot each time
+_REAP_WAIT_S = 5.0  # how long a stopped worker process is waited for before a thread takes over the wait
 _STEPS: dict[str, Callable[[object], object]] = {  # a worker's jobs other than a query, by name
     "check": lambda task: check_query(task, whole_parse=True),  # the guard, for a remote engine's query
     "syntax": check_syntax,  # the console editor's marks
@@ -233,7 +234,7 @@ class _Worker:
                 raise deadline_exceeded(deadline_s)
             reply = self.replies.recv()
         except (EOFError, OSError):
-            exit_code = self.process.wait(5)
+            exit_code = self._ended_with(_REAP_WAIT_S)
             self.kill()
             raise LimitExceeded(f"the request stopped its worker process (exit code {exit_code}): it used more "
                                 "memory than GLASSGRAPH_QUERY_MEMORY allows, or is too long or deep to parse "
@@ -268,10 +269,21 @@ class _Worker:
         return self.process.poll() is None
 
     def kill(self) -> None:
+        """Stop the process and close its pipes; never raises. A killed process that does not end within
+        ``_REAP_WAIT_S`` (in uninterruptible sleep on a loaded machine: seen once in a 5-minute soak, which
+        then answered 500) is reaped by a thread of its own when it does."""
         self.process.kill()
-        self.process.wait(5)
+        if self._ended_with(_REAP_WAIT_S) is None:
+            threading.Thread(target=self.process.wait, name="reap-query-worker", daemon=True).start()
         self.tasks.close()
         self.replies.close()
+
+    def _ended_with(self, wait_s: float) -> int | None:
+        """The process's exit code once it has ended, within ``wait_s``; None if it has not."""
+        try:
+            return self.process.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return None
 
 
 class _Pool:
