@@ -14,9 +14,9 @@ the worker, not the server, and runaway queries never delay a write.
 
 Serving every client: at most ``size`` queries run at once (``GLASSGRAPH_QUERY_WORKERS``, by default one
 per core); more wait for a worker, each client's in a line of its own, served in turn (``fair_queue``),
-for at most their deadline (then 503). A client is refused (429) only past its fair share,
+for at most ``GLASSGRAPH_QUEUE_WAIT`` (then 503). A client is refused (429) only past its fair share,
 ``GLASSGRAPH_QUEUE_PER_CLIENT`` queries waiting at once. A query that has used ``GLASSGRAPH_LONG_AFTER``
-seconds of CPU (or run five times that) moves to the long lane (``GLASSGRAPH_LONG_QUERIES`` at once, 429
+seconds of CPU (0.1 by default) moves to the long lane (``GLASSGRAPH_LONG_QUERIES`` at once, 429
 past it): its place is given another worker, so runaway and heavy queries never hold the places of short
 ones, and its process runs at a lower priority (``LONG_NICENESS``) until it is done, so they take the
 CPU that short ones leave. CPU time, not time, tells a long query: on a loaded machine short ones take
