@@ -16,12 +16,11 @@ from scripted_llm import Reply, ScriptedLLM
 
 from server import vocab
 from server.answering import make_graph_rag
-from server.config import SAMPLE_DATA, Config
+from server.config import Config
 from server.errors import LLMFailed, UnreadableDocument, UnsupportedDocument
 from server.explain.trace import read_trace
 from server.ingest.catalog import delete_document, existing_document, list_documents
 from server.ingest.documents import Ingester, IngestOptions, document_id
-from server.ingest.load import build_store
 from server.rag.label_index import LabelIndex
 from server.rag.openai_llm import OpenAILLM
 from server.store import GraphStore
@@ -50,12 +49,6 @@ def extraction_llm(scripted: ScriptedLLM, **settings: object) -> OpenAILLM:
     scripted.responder = respond
     return OpenAILLM(Config(llm="openai", llm_base_url=scripted.base_url, llm_model="scripted-model",
                             llm_retries=0, **settings))
-
-
-def sample_copy(tmp_path: Path) -> GraphStore:
-    path = tmp_path / "sample"
-    build_store(path, SAMPLE_DATA, "default", progress=False)
-    return GraphStore(path)
 
 
 def pdf_bytes(pages: list[str]) -> bytes:
@@ -181,8 +174,9 @@ def test_a_pdf_gives_one_page_per_pdf_page(store: GraphStore, scripted_llm: Scri
 
 
 @pytest.mark.slow
-def test_a_new_text_about_france_attaches_to_the_samples_france(tmp_path: Path, scripted_llm: ScriptedLLM) -> None:
-    store = sample_copy(tmp_path)
+def test_a_new_text_about_france_attaches_to_the_samples_france(sample_copy: GraphStore,
+                                                                scripted_llm: ScriptedLLM) -> None:
+    store = sample_copy
     ingester = Ingester(store, LabelIndex(store), extraction_llm(scripted_llm))
     ingester.ingest(b"France hosted the Tour de France and Paris hosted the Olympics.", "default", name="f.txt")
     knowledge = vocab.collection_graph("default")
@@ -195,8 +189,8 @@ def test_a_new_text_about_france_attaches_to_the_samples_france(tmp_path: Path, 
 
 
 @pytest.mark.slow
-def test_offline_ingest_links_chunks_to_the_entities_they_mention(tmp_path: Path) -> None:
-    store = sample_copy(tmp_path)
+def test_offline_ingest_links_chunks_to_the_entities_they_mention(sample_copy: GraphStore) -> None:
+    store = sample_copy
     before = sum(1 for _ in store.quads(None, None, None, vocab.collection_graph("default")))
     report = Ingester(store, LabelIndex(store), None).ingest(
         b"A travel note. The capital of France is Paris, a city on the Seine.", "default", name="note.txt")
@@ -277,9 +271,9 @@ def test_bad_documents_leave_nothing_behind(store: GraphStore, data: bytes, name
 
 
 @pytest.mark.slow
-def test_ingesting_then_deleting_leaves_the_sample_exactly_as_it_was(tmp_path: Path,
+def test_ingesting_then_deleting_leaves_the_sample_exactly_as_it_was(sample_copy: GraphStore,
                                                                     scripted_llm: ScriptedLLM) -> None:
-    store = sample_copy(tmp_path)
+    store = sample_copy
     before = sorted(map(str, store.quads()))
     ingester = Ingester(store, LabelIndex(store), extraction_llm(scripted_llm))
     report = ingester.ingest(b"France borders Spain. Paris is in France. Zorblat visited Paris.", "default",

@@ -11,7 +11,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -19,7 +18,7 @@ from extraction_llm import graph_rag_reply  # noqa: F401  (test_ingest_cli impor
 from live_server import LiveServer, serve
 from pyoxigraph import NamedNode
 from scripted_llm import Recorded, Reply, ScriptedLLM
-from test_ingest import pdf_bytes, sample_copy
+from test_ingest import pdf_bytes
 
 from server import vocab
 from server.store import GraphStore
@@ -381,8 +380,8 @@ def test_a_full_queue_is_429_and_every_accepted_document_is_ingested(store: Grap
 # --- ingest alongside answering -------------------------------------------------------------------
 
 @pytest.fixture
-def sample(tmp_path: Path) -> GraphStore:
-    return sample_copy(tmp_path)
+def sample(sample_copy: GraphStore) -> GraphStore:
+    return sample_copy
 
 
 def ask(server: LiveServer, question: str, collection: str = "default") -> dict:
