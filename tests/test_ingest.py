@@ -6,6 +6,7 @@ as plain text and as Markdown, and a PDF written in the test with fpdf2.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -114,16 +115,29 @@ def test_twenty_background_texts_give_facts_with_full_chains_and_exact_spans(ing
     knowledge = vocab.collection_graph("world")
     facts = [q for q in store.quads(None, None, None, knowledge) if q.predicate != RDFS.label]
     assert len(facts) > 100
+
+    @functools.cache  # a chunk states several facts: each store read once (a round trip on a remote store)
+    def exact_span(chunk: NamedNode, page: NamedNode) -> str:
+        text = span_text(store, chunk, page, "world")
+        assert text == store.librarian_text(chunk)  # the offsets are exact
+        return text
+
+    @functools.cache
+    def is_document(doc: NamedNode) -> bool:
+        return (doc, RDF.type, TG.Document) in {(q.subject, q.predicate, q.object) for q in
+                                               store.quads(doc, RDF.type, None, vocab.source_graph("world"))}
+
+    @functools.cache
+    def label_of(term: NamedNode) -> str:
+        return next(store.quads(term, RDFS.label, None, knowledge)).object.value
+
     for quad in facts:  # every fact of the collection traces to a chunk, a page and a document
         fact = Triple(quad.subject, quad.predicate, quad.object)
         assert found.get(fact), f"no provenance for {fact}"
         for chunk, page, doc in found[fact]:
-            assert (doc, RDF.type, TG.Document) in {(q.subject, q.predicate, q.object) for q in
-                                                   store.quads(doc, RDF.type, None, vocab.source_graph("world"))}
-            text = span_text(store, chunk, page, "world")
-            assert text == store.librarian_text(chunk)  # the offsets are exact
-            labels = [next(store.quads(term, RDFS.label, None, knowledge)).object.value
-                      for term in (fact.subject, fact.object) if isinstance(term, NamedNode)]
+            assert is_document(doc)
+            text = exact_span(chunk, page)
+            labels = [label_of(term) for term in (fact.subject, fact.object) if isinstance(term, NamedNode)]
             for label in labels:
                 if fact.predicate != SKOS.definition:
                     assert label in text, (label, text)
