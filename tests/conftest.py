@@ -10,7 +10,6 @@ its own, loaded once. A module that also sets ``VIRTUOSO = True`` runs them on V
 from __future__ import annotations
 
 import shutil
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,11 +44,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Markers by what a test uses, so that a new test is marked without naming them: ``browser`` for the
     Chromium fixtures, ``remote`` for the remote backend or the session's engine; ``browser`` and ``kill``
     tests and those on a production server are ``slow`` too (the fast command, ``-m "not slow"``, leaves
-    them out).
-
-    Then the modules with the most slow tests first, each module's tests in their order: ``--dist loadscope``
-    hands out whole modules in this order, so the last ones, run while the other worker may have nothing
-    left, are short (alphabetically the TrustGraph modules, a minute each, came last)."""
+    them out)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         params = getattr(getattr(item, "callspec", None), "params", {})
@@ -59,13 +54,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.remote)
         if fixtures & SLOW_FIXTURES or item.get_closest_marker("browser") or item.get_closest_marker("kill"):
             item.add_marker(pytest.mark.slow)
-    slow_tests = Counter(module_of(item) for item in items if item.get_closest_marker("slow"))
-    first_seen = {module: n for n, module in reversed(list(enumerate(map(module_of, items))))}
-    items.sort(key=lambda item: (-slow_tests[module_of(item)], first_seen[module_of(item)]))
-
-
-def module_of(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
