@@ -9,6 +9,7 @@ its own, loaded once. A module that also sets ``VIRTUOSO = True`` runs them on V
 """
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -156,6 +157,7 @@ class SampleStores:
 
     def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
         self._tmp = tmp_path_factory
+        self._template: Path | None = None
         self._stores: dict[str, StoreBackend] = {}
         self._engines: list[OxigraphServer | VirtuosoServer] = []
 
@@ -164,11 +166,18 @@ class SampleStores:
             self._stores[backend] = self._build(backend)
         return self._stores[backend]
 
+    def copy(self, target: Path) -> GraphStore:
+        """A store of its own at ``target`` with the sample as loaded (no traces): a copy of the directory of
+        a store built once and closed, a tenth of the time of building it."""
+        if self._template is None:
+            self._template = self._tmp.mktemp("sample-template") / "store"
+            build_store(self._template, SAMPLE_DATA, "default", progress=False)  # same content as load_file, faster
+        shutil.copytree(self._template, target)
+        return GraphStore(target)
+
     def _build(self, backend: str) -> StoreBackend:
         if backend == "embedded":
-            path = self._tmp.mktemp("sample") / "store"
-            build_store(path, SAMPLE_DATA, "default", progress=False)  # same content as load_file, faster
-            return GraphStore(path)
+            return self.copy(self._tmp.mktemp("sample") / "store")
         if backend == "virtuoso":
             virtuoso = start_virtuoso(self._tmp, "sample-virtuoso")
             self._engines.append(virtuoso)
@@ -202,6 +211,12 @@ def sample_store(sample_stores: SampleStores, store_backend: str) -> StoreBacken
     Tests may add explain traces to it; tests that change the knowledge graph use `store`.
     """
     return sample_stores.of(store_backend)
+
+
+@pytest.fixture
+def sample_copy(tmp_path: Path, sample_stores: SampleStores) -> GraphStore:
+    """An on-disk store of the test's own with the sample dataset in `default`, for a test that changes it."""
+    return sample_stores.copy(tmp_path / "sample")
 
 
 @pytest.fixture

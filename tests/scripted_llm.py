@@ -38,6 +38,7 @@ class Reply:
     status: int = 200
     error: str = "scripted failure"  # the error message when status >= 400
     delay_s: float = 0.0  # before the response starts (timeouts, slow LLM)
+    held: threading.Event | None = None  # the response starts once it is set (an LLM slow until the test says)
     pieces: list[str] | None = None  # the streamed deltas; default: the text in words
     piece_delay_s: float = 0.0  # before each streamed piece after the first chunk (a stream that stalls)
     stream_error: str | None = None  # an SSE error event after the pieces (a failure mid-stream)
@@ -153,6 +154,9 @@ def _handler(server: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                          else Reply(status=500, error="scripted server: no reply queued"))
             if reply.delay_s and server.closing.wait(reply.delay_s):
                 return
+            while reply.held is not None and not reply.held.wait(POLL_S):
+                if server.closing.is_set():
+                    return
             try:
                 if reply.status >= 400:
                     error = {"message": reply.error, "type": "server_error", "code": None}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,7 +50,8 @@ def sse_messages(response: requests.Response) -> Iterator[dict]:
 @pytest.mark.slow
 def test_sse_delivers_the_first_explain_before_the_llm_answers(france_store: GraphStore,
                                                                scripted_llm: ScriptedLLM) -> None:  # noqa: F811
-    scripted_llm.reply(SELECTION, delay_s=5.0)  # a slow selection call
+    selected = threading.Event()
+    scripted_llm.reply(SELECTION, held=selected)  # the selection call answers once the first explain is read
     scripted_llm.reply("Paris is the capital.", pieces=["Paris ", "is the ", "capital."])
     live = serve(france_store, llm="openai", llm_base_url=scripted_llm.base_url, llm_api_key="test",
                  llm_model="scripted-model", llm_retries=0)
@@ -61,8 +63,10 @@ def test_sse_delivers_the_first_explain_before_the_llm_answers(france_store: Gra
         assert first["message_type"] == "explain" and first["explain_id"].startswith("urn:trustgraph:session:")
         trace_now = read_trace(france_store, first["explain_id"])
         assert trace_now is not None and trace_now["selection"] is None  # the LLM has not answered yet
+        selected.set()
         rest = list(stream)
     finally:
+        selected.set()
         live.close()
     messages = [first, *rest]
     assert [m["message_type"] for m in messages if m["message_type"] == "explain"] == ["explain"] * 4

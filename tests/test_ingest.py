@@ -6,6 +6,7 @@ as plain text and as Markdown, and a PDF written in the test with fpdf2.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,11 @@ from scripted_llm import Reply, ScriptedLLM
 
 from server import vocab
 from server.answering import make_graph_rag
-from server.config import SAMPLE_DATA, Config
+from server.config import Config
 from server.errors import LLMFailed, UnreadableDocument, UnsupportedDocument
 from server.explain.trace import read_trace
 from server.ingest.catalog import delete_document, existing_document, list_documents
 from server.ingest.documents import Ingester, IngestOptions, document_id
-from server.ingest.load import build_store
 from server.rag.label_index import LabelIndex
 from server.rag.openai_llm import OpenAILLM
 from server.store import GraphStore
@@ -50,12 +50,6 @@ def extraction_llm(scripted: ScriptedLLM, **settings: object) -> OpenAILLM:
     scripted.responder = respond
     return OpenAILLM(Config(llm="openai", llm_base_url=scripted.base_url, llm_model="scripted-model",
                             llm_retries=0, **settings))
-
-
-def sample_copy(tmp_path: Path) -> GraphStore:
-    path = tmp_path / "sample"
-    build_store(path, SAMPLE_DATA, "default", progress=False)
-    return GraphStore(path)
 
 
 def pdf_bytes(pages: list[str]) -> bytes:
@@ -121,16 +115,29 @@ def test_twenty_background_texts_give_facts_with_full_chains_and_exact_spans(ing
     knowledge = vocab.collection_graph("world")
     facts = [q for q in store.quads(None, None, None, knowledge) if q.predicate != RDFS.label]
     assert len(facts) > 100
+
+    @functools.cache  # a chunk states several facts: each store read once (a round trip on a remote store)
+    def exact_span(chunk: NamedNode, page: NamedNode) -> str:
+        text = span_text(store, chunk, page, "world")
+        assert text == store.librarian_text(chunk)  # the offsets are exact
+        return text
+
+    @functools.cache
+    def is_document(doc: NamedNode) -> bool:
+        return (doc, RDF.type, TG.Document) in {(q.subject, q.predicate, q.object) for q in
+                                               store.quads(doc, RDF.type, None, vocab.source_graph("world"))}
+
+    @functools.cache
+    def label_of(term: NamedNode) -> str:
+        return next(store.quads(term, RDFS.label, None, knowledge)).object.value
+
     for quad in facts:  # every fact of the collection traces to a chunk, a page and a document
         fact = Triple(quad.subject, quad.predicate, quad.object)
         assert found.get(fact), f"no provenance for {fact}"
         for chunk, page, doc in found[fact]:
-            assert (doc, RDF.type, TG.Document) in {(q.subject, q.predicate, q.object) for q in
-                                                   store.quads(doc, RDF.type, None, vocab.source_graph("world"))}
-            text = span_text(store, chunk, page, "world")
-            assert text == store.librarian_text(chunk)  # the offsets are exact
-            labels = [next(store.quads(term, RDFS.label, None, knowledge)).object.value
-                      for term in (fact.subject, fact.object) if isinstance(term, NamedNode)]
+            assert is_document(doc)
+            text = exact_span(chunk, page)
+            labels = [label_of(term) for term in (fact.subject, fact.object) if isinstance(term, NamedNode)]
             for label in labels:
                 if fact.predicate != SKOS.definition:
                     assert label in text, (label, text)
@@ -181,8 +188,9 @@ def test_a_pdf_gives_one_page_per_pdf_page(store: GraphStore, scripted_llm: Scri
 
 
 @pytest.mark.slow
-def test_a_new_text_about_france_attaches_to_the_samples_france(tmp_path: Path, scripted_llm: ScriptedLLM) -> None:
-    store = sample_copy(tmp_path)
+def test_a_new_text_about_france_attaches_to_the_samples_france(sample_copy: GraphStore,
+                                                                scripted_llm: ScriptedLLM) -> None:
+    store = sample_copy
     ingester = Ingester(store, LabelIndex(store), extraction_llm(scripted_llm))
     ingester.ingest(b"France hosted the Tour de France and Paris hosted the Olympics.", "default", name="f.txt")
     knowledge = vocab.collection_graph("default")
@@ -195,8 +203,8 @@ def test_a_new_text_about_france_attaches_to_the_samples_france(tmp_path: Path, 
 
 
 @pytest.mark.slow
-def test_offline_ingest_links_chunks_to_the_entities_they_mention(tmp_path: Path) -> None:
-    store = sample_copy(tmp_path)
+def test_offline_ingest_links_chunks_to_the_entities_they_mention(sample_copy: GraphStore) -> None:
+    store = sample_copy
     before = sum(1 for _ in store.quads(None, None, None, vocab.collection_graph("default")))
     report = Ingester(store, LabelIndex(store), None).ingest(
         b"A travel note. The capital of France is Paris, a city on the Seine.", "default", name="note.txt")
@@ -277,9 +285,9 @@ def test_bad_documents_leave_nothing_behind(store: GraphStore, data: bytes, name
 
 
 @pytest.mark.slow
-def test_ingesting_then_deleting_leaves_the_sample_exactly_as_it_was(tmp_path: Path,
+def test_ingesting_then_deleting_leaves_the_sample_exactly_as_it_was(sample_copy: GraphStore,
                                                                     scripted_llm: ScriptedLLM) -> None:
-    store = sample_copy(tmp_path)
+    store = sample_copy
     before = sorted(map(str, store.quads()))
     ingester = Ingester(store, LabelIndex(store), extraction_llm(scripted_llm))
     report = ingester.ingest(b"France borders Spain. Paris is in France. Zorblat visited Paris.", "default",

@@ -11,7 +11,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -19,7 +18,7 @@ from extraction_llm import graph_rag_reply  # noqa: F401  (test_ingest_cli impor
 from live_server import LiveServer, serve
 from pyoxigraph import NamedNode
 from scripted_llm import Recorded, Reply, ScriptedLLM
-from test_ingest import pdf_bytes, sample_copy
+from test_ingest import pdf_bytes
 
 from server import vocab
 from server.store import GraphStore
@@ -31,12 +30,16 @@ NOTES = ("Lisbon is the capital of Portugal. Porto lies on the Douro.\n\n"
          "Braga is older than Lisbon. Coimbra has the oldest university of Portugal.\n")
 
 
-def stalling(seconds: float) -> Callable[[Recorded], Reply]:
-    """:func:`graph_rag_reply`, with every extraction call answered only after ``seconds``."""
+def stalling(seconds: float, release: threading.Event | None = None) -> Callable[[Recorded], Reply]:
+    """:func:`graph_rag_reply`, with every extraction call answered only after ``seconds`` (with ``release``:
+    as soon as it is set, ``seconds`` at the most)."""
     def reply(request: Recorded) -> Reply:
         answer = graph_rag_reply(request)
         if "<text>\n" in request.prompt:
-            answer.delay_s = seconds
+            if release is None:
+                answer.delay_s = seconds
+            else:
+                release.wait(seconds)
         return answer
     return reply
 
@@ -381,8 +384,8 @@ def test_a_full_queue_is_429_and_every_accepted_document_is_ingested(store: Grap
 # --- ingest alongside answering -------------------------------------------------------------------
 
 @pytest.fixture
-def sample(tmp_path: Path) -> GraphStore:
-    return sample_copy(tmp_path)
+def sample(sample_copy: GraphStore) -> GraphStore:
+    return sample_copy
 
 
 def ask(server: LiveServer, question: str, collection: str = "default") -> dict:
@@ -400,7 +403,8 @@ def explained(server: LiveServer, session: str) -> dict:
 
 @pytest.mark.slow
 def test_ingest_never_blocks_answering(sample: GraphStore, llm: ScriptedLLM) -> None:
-    llm.responder = stalling(3.0)
+    release = threading.Event()  # once the question is answered, the rest of the ingest is not waited out
+    llm.responder = stalling(3.0, release)
     live = start(sample, llm)
     try:
         long_text = "\n\n".join(f"Paragraph {n} names Lisbon and Porto once more." for n in range(4))
@@ -410,8 +414,10 @@ def test_ingest_never_blocks_answering(sample: GraphStore, llm: ScriptedLLM) -> 
         answer = ask(live, "What is the capital of France?")
         during = requests.get(live.url + body["url"], timeout=30).json()
         [running] = listed(live, "slow")
+        release.set()
         status = ingested(live, body["url"])
     finally:
+        release.set()
         live.close()
     assert answer["error"] is None and answer["answer"].startswith("A scripted answer from the selected edges."), answer
     assert during["status"] == "running" and during["chunks"] == 4, during  # the answer came first

@@ -343,7 +343,10 @@ class Stream(InThread):
         try:
             with requests.post(self.url + "/api/graph-rag", json=QUESTION, stream=True, timeout=REQUEST_TIMEOUT_S,
                                headers={"Accept": "application/x-ndjson"}) as response:
-                for line in response.iter_lines():
+                # each piece as it arrives (the server sends 64 KB chunks); the default 512-byte pieces make
+                # iter_lines quadratic in a line's length: the retrieval's 6 MB line took 20 s to read,
+                # so the kills after it came long after the server had answered
+                for line in response.iter_lines(chunk_size=None):
                     self._receive(json.loads(line))
         except (requests.RequestException, ValueError):  # cut by the kill, maybe within a line
             pass

@@ -12,6 +12,8 @@ import requests
 from production_server import ProductionServer, answered_status
 from websockets.sync.client import connect
 
+pytestmark = pytest.mark.slow  # a production server for each test or the module: seconds each
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProductionServer]:

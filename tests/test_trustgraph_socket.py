@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -136,16 +137,74 @@ def test_a_request_frame_is_made_into_glassgraph_s_own() -> None:
             internal_request(frame)
 
 
-def trustgraph_cli(tool: str, server: ProductionServer, *args: str) -> subprocess.CompletedProcess:
-    """One of trustgraph-cli's tools (by its module: its script names are Glassgraph's too) against ``server``."""
-    return subprocess.run([sys.executable, "-m", f"trustgraph.cli.{tool}", "-u", server.url + "/", *args],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(TRUSTGRAPH_CLI)})
+# Runs trustgraph-cli's tools one after another, each as ``python -m trustgraph.cli.TOOL ARGS`` would (its module
+# run as __main__, its output and exit code captured), for the JSON [tool, args] lines it reads: one process
+# imports the client library once (0.8 s a tool, several seconds on a busy machine), not once a tool.
+CLI_DRIVER = """
+import contextlib, io, json, runpy, sys, traceback
+commands = sys.stdin
+for line in commands:
+    tool, args = json.loads(line)
+    out, err = (io.TextIOWrapper(io.BytesIO(), "utf-8", write_through=True) for _ in range(2))  # .buffer too
+    sys.argv, sys.stdin, code = [tool, *args], io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module("trustgraph.cli." + tool, run_name="__main__", alter_sys=True)
+        except SystemExit as exit:
+            if isinstance(exit.code, str):
+                print(exit.code, file=sys.stderr)
+            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush(), sys.stderr.flush()
+    print(json.dumps([code, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()]), file=sys.__stdout__,
+          flush=True)
+"""
+
+
+class TrustgraphCli:
+    """trustgraph-cli's tools (by their modules: their script names are Glassgraph's too) in one process of
+    their own (``CLI_DRIVER``); called as ``subprocess.run`` would be, with the same result."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", CLI_DRIVER], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, encoding="utf-8",
+                                        env={**os.environ, "PYTHONPATH": str(TRUSTGRAPH_CLI)})
+
+    def __call__(self, tool: str, server: ProductionServer, *args: str) -> subprocess.CompletedProcess:
+        """``tool -u SERVER_URL args`` against ``server``."""
+        full = ["-u", server.url + "/", *args]
+        self.process.stdin.write(json.dumps([tool, full]) + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], 120)
+        assert ready, f"trustgraph-cli's {tool} did not finish in 120 s"
+        line = self.process.stdout.readline()
+        assert line, f"trustgraph-cli's driver ended (exit {self.process.wait()}) running {tool}"
+        code, out, err = json.loads(line)
+        return subprocess.CompletedProcess([f"trustgraph.cli.{tool}", *full], code, out, err)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def trustgraph_cli() -> Iterator[TrustgraphCli]:
+    """The tools of the real trustgraph-cli from PyPI, run by one process for the module."""
+    tools = TrustgraphCli()
+    yield tools
+    tools.close()
 
 
 @pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
                     "(the README's test command installs it)")
-def test_the_real_trustgraph_cli_asks_glassgraph(server: ProductionServer) -> None:
+def test_the_real_trustgraph_cli_asks_glassgraph(server: ProductionServer, trustgraph_cli: TrustgraphCli) -> None:
     graph = trustgraph_cli("invoke_graph_rag", server, "-q", "Which countries border Germany?")
     assert graph.returncode == 0, graph.stderr
     assert "Austria" in graph.stdout and "France" in graph.stdout
@@ -311,7 +370,10 @@ def test_a_socket_that_reads_nothing_is_dropped_after_the_send_timeout(tmp_path:
         client = unread_socket(live)
         client.send(json.dumps({"id": "big", "service": "sparql", "request": {"query": big_select(60_000),
                                                                                "batch-size": 100}}))
-        time.sleep(6)  # ~12 MB of frames once compressed; the buffers hold a few; the server waits 1 s, drops it
+        deadline = time.monotonic() + 60  # ~12 MB of frames once compressed; the buffers hold a few; the server
+        while "dropped a TrustGraph socket" not in live.own_log():  # waits 1 s for the client, then drops it
+            assert time.monotonic() < deadline, live.log_tail()
+            time.sleep(0.1)
         frames = []
         with pytest.raises(ConnectionClosed):
             while True:
@@ -448,6 +510,7 @@ def test_an_anonymous_add_document_is_refused_before_its_content_is_decoded(serv
 @pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
                     "(the README's test command installs it)")
 def test_the_real_trustgraph_cli_adds_lists_and_traces_a_library_document(server: ProductionServer,
+                                                                          trustgraph_cli: TrustgraphCli,
                                                                           tmp_path: Path) -> None:
     (tmp_path / "dam.txt").write_text("The Aswan High Dam was completed in 1970.")
     added = trustgraph_cli("add_library_document", server, "-t", TOKEN, "--name", "Dam", "-k", "text/plain",
@@ -481,7 +544,8 @@ def test_the_real_trustgraph_cli_adds_lists_and_traces_a_library_document(server
 
 @pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
                     "(the README's test command installs it)")
-def test_trustgraph_s_explain_tools_read_a_glassgraph_trace(server: ProductionServer) -> None:
+def test_trustgraph_s_explain_tools_read_a_glassgraph_trace(server: ProductionServer,
+                                                            trustgraph_cli: TrustgraphCli) -> None:
     explained = trustgraph_cli("invoke_graph_rag", server, "-x", "-q", "Which countries border Germany?")
     assert explained.returncode == 0 and "Austria" in explained.stdout, explained.stderr
     blocks = [line.strip() for line in explained.stderr.splitlines() if line.strip()]
@@ -535,7 +599,8 @@ def collection_documents(server: ProductionServer, collection: str) -> list[dict
 
 @pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
                     "(the README's test command installs it)")
-def test_the_real_trustgraph_cli_starts_lists_and_stops_library_processing(server: ProductionServer) -> None:
+def test_the_real_trustgraph_cli_starts_lists_and_stops_library_processing(server: ProductionServer,
+                                                                           trustgraph_cli: TrustgraphCli) -> None:
     [egypt] = collection_documents(server, "notes")
 
     def start(processing_id: str, collection: str, *token: str) -> str:
@@ -599,7 +664,8 @@ def test_processing_records_outlive_a_restart(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not TRUSTGRAPH_CLI.is_dir(), reason="trustgraph-cli is not installed in .venv/trustgraph-cli "
                     "(the README's test command installs it)")
-def test_trustgraph_s_explain_tools_read_a_glassgraph_document_rag_trace(server: ProductionServer) -> None:
+def test_trustgraph_s_explain_tools_read_a_glassgraph_document_rag_trace(server: ProductionServer,
+                                                                         trustgraph_cli: TrustgraphCli) -> None:
     explained = trustgraph_cli("invoke_document_rag", server, "-x", "-C", "notes", "-q",
                                "When was the Suez Canal completed?")
     assert explained.returncode == 0 and "1869" in explained.stdout, explained.stderr
