@@ -177,6 +177,18 @@ def _runaway_store(store: GraphStore) -> GraphStore:
     return store
 
 
+def seconds_since_boot() -> float:
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
+def started_at(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since boot (``/proc/PID/stat``); None once it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError):
+        return None
+
+
 def query_worker_pids(parent: int | None = None) -> list[int]:
     """The query worker children (server.http.query_workers) of ``parent`` (this process), from /proc."""
     parent = parent or os.getpid()
@@ -194,14 +206,21 @@ def query_worker_pids(parent: int | None = None) -> list[int]:
 
 @pytest.mark.slow
 def test_a_query_with_no_rows_is_stopped_at_its_deadline(store: GraphStore, serving: Serving) -> None:
-    server = serving(_runaway_store(store), query_deadline_s=1.0)
+    server = serving(_runaway_store(store), query_deadline_s=1.0, long_after_s=30.0)  # stopped where it runs
     others = set(query_worker_pids())  # other servers' workers in this test process
-    started = time.monotonic()
+    started, asked_at = time.monotonic(), seconds_since_boot()
     response = ask(server, RUNAWAY)
     waited = time.monotonic() - started
     assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
     assert waited < 30  # it stopped (unstopped, this query runs for many minutes)
-    assert set(query_worker_pids()) - others == set()  # the worker that ran it was killed, not left burning CPU
+    # the worker that ran it was killed, not left burning CPU: a worker started since is the spare started for
+    # its place once it was stopped (at the deadline, a second after the query was asked)
+    survivors = {pid: started_at(pid) for pid in set(query_worker_pids()) - others}
+    assert all(at is None or at > asked_at + 0.5 for at in survivors.values()), (asked_at, survivors)
+    deadline = time.monotonic() + 30
+    while not set(query_worker_pids()) - others and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert set(query_worker_pids()) - others  # the spare, started in the background for the next query
     assert ask(server, "ASK { ?s ?p ?o }").json()["boolean"] is True  # a new worker answers the next one
 
 

@@ -293,8 +293,9 @@ class _Pool:
     def __init__(self, size: int, per_client: int, start: Callable[[], _Worker], what: str) -> None:
         self._start, self._size = start, size
         self.places: FairQueue[_Worker | None] = FairQueue([None] * size, per_client, what)
-        self._spares: list[_Worker] = []  # workers back from the long lane, waiting for an empty place
+        self._spares: list[_Worker] = []  # started workers waiting for an empty place
         self._spares_lock = threading.Lock()
+        self._refilling = self._closed = False
 
     def prestart(self) -> None:
         """Put a started worker in every empty free place."""
@@ -309,10 +310,31 @@ class _Pool:
     def add_spare(self, worker: _Worker) -> None:
         """Keep ``worker`` for the next empty place (starting a process costs more than a query)."""
         with self._spares_lock:
-            if len(self._spares) < self._size:
+            if len(self._spares) < self._size and not self._closed:
                 self._spares.append(worker)
                 return
         worker.kill()
+
+    def refill(self) -> None:
+        """Start a spare worker in the background for the place a long or stopped query has just emptied, so
+        that the next query in line finds one ready: started on the query's own turn, a process held the place
+        for its start (0.2 s of CPU, seconds on a loaded machine), once per runaway query."""
+        with self._spares_lock:
+            if self._refilling or self._spares or self._closed:
+                return
+            self._refilling = True
+
+        def start() -> None:
+            try:
+                worker = self._start()
+            except GlassgraphError:
+                worker = None  # started again on the place's next use
+            with self._spares_lock:
+                self._refilling = False
+            if worker is not None:
+                self.add_spare(worker)
+
+        threading.Thread(target=start, name="query-worker-spare", daemon=True).start()
 
     def _spare_or_new(self) -> _Worker:
         with self._spares_lock:
@@ -341,11 +363,15 @@ class _Pool:
             raise
 
     def give_back(self, worker: _Worker) -> None:
-        self.places.put(worker if worker.alive else None)
+        if worker.alive:
+            self.places.put(worker)
+            return
+        self.places.put(None)
+        self.refill()
 
     def close(self) -> None:
         with self._spares_lock:
-            spares, self._spares = self._spares, []
+            spares, self._spares, self._closed = self._spares, [], True
         for worker in [*self.places.close(), *spares]:
             if worker is not None:
                 worker.kill()
@@ -388,6 +414,7 @@ class _Place:
             log.info("a query moved to the long lane (worker process %d)", self.worker.process.pid)
             self._moved = True
             self.pool.places.put(None)
+        self.pool.refill()
         if self.lower_priority:
             try:
                 os.setpriority(os.PRIO_PROCESS, self.worker.process.pid, LONG_NICENESS)
