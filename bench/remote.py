@@ -25,6 +25,11 @@ Each graph is served by its own ``oxigraph serve`` over a backup copy of the cac
 
 ``--mix-only`` runs table 3 alone; ``--traversal-only`` table 1 alone; ``--virtuoso`` adds table 1's rows on
 Virtuoso 7 (the ``reification`` dialect; tests/virtuoso_server.py), each graph loaded into it first.
+``--sizes 1M,10M`` adds the generated graph at ten times the size (built once, cached) to table 1 on each
+engine, and prints each engine's 10M / 1M ratio of ours against the target: at most 1.5x. Virtuoso takes a
+graph of more than a million triples through its own bulk loader (``ld_dir``, ``rdf_loader_run``): the
+same plain triples in the collection graph as the dialect's ``INSERT DATA`` batches write, in a fraction
+of the time.
 ``--pin`` starts every engine on one core and every app tier on
 another (their processes inherit the affinity; the clients may run on any core), so that the two tiers
 do not take each other's core. ``--profile`` adds where a request's time goes on the Factbook mix
@@ -81,6 +86,9 @@ from virtuoso_server import VirtuosoServer, virtuoso_missing  # noqa: E402
 # query for that long (1,000 quick queries: 1,007 threads until the timeout passed), and at 60 s a mix of
 # ~600 queries/s ran the engine out of threads ("Resource temporarily unavailable").
 ENGINE_TIMEOUT_S = "10"
+# The generated graphs' engines answer table 1 alone, one query at a time: the label index is one query, and at
+# 10M triples (1,000,060 labels) it took longer than 10 s on the shared cores.
+INDEX_TIMEOUT_S = "600"
 METAQA_GRAPH = f"<urn:trustgraph:graph:{metaqa_load.COLLECTION}>"
 # The SPARQL mix on MetaQA, each query naming its graph (the same dataset on both sides, whatever the
 # endpoint's default graph).
@@ -146,14 +154,14 @@ ANYWHERE = Placement()
 
 
 @contextmanager
-def engine(store: GraphStore, workdir: Path, name: str, *options: str,
-           placement: Placement = ANYWHERE) -> Iterator[OxigraphServer]:
+def engine(store: GraphStore, workdir: Path, name: str, *options: str, placement: Placement = ANYWHERE,
+           timeout_s: str = ENGINE_TIMEOUT_S) -> Iterator[OxigraphServer]:
     """``oxigraph serve`` over a backup copy of ``store`` (with ``options``), stopped on exit."""
     location = workdir / name / "store"
     location.parent.mkdir()
     store.backup(location)
     with started_on(placement.engine_cpu):
-        server = OxigraphServer(location, "--timeout-s", ENGINE_TIMEOUT_S, *options)
+        server = OxigraphServer(location, "--timeout-s", timeout_s, *options)
     try:
         yield server
     finally:
@@ -164,21 +172,49 @@ def remote_store(url: str) -> StoreBackend:
     return connect_store(Config.from_env(environ={}, store_path=url))
 
 
+# Virtuoso for the bench: a page cache of 2.4 GB (its own advice for 4 GB of memory; the tests' 80 MB would
+# put the 10M graph's reads on the disk), and answers of up to 10M rows: the label index is read in one
+# query, 1,000,060 rows at 10M, which the tests' limit of a million would cut short without an error.
+VIRTUOSO_BUFFERS = 300_000
+VIRTUOSO_MAX_ROWS = 10_000_000
+BULK_LOAD_ABOVE = 2_000_000  # quads; fewer go through the dialect's INSERT DATA batches
+
+
+def bulk_load(server: VirtuosoServer, store: GraphStore, graph: NamedNode) -> None:
+    """``graph`` of ``store`` dumped as N-Triples into Virtuoso's directory (its ``DirsAllowed``) and loaded
+    there by its bulk loader into ``graph``: plain triples, as the dialect's ``INSERT DATA`` writes them."""
+    data = server.directory / "graph.nt"
+    store.dump(data, RdfFormat.N_TRIPLES, graph)
+    iri = graph.value.replace("'", "''")
+    server.isql(f"ld_dir('{server.directory}', 'graph.nt', '{iri}'); rdf_loader_run(); checkpoint;",
+                timeout_s=3600)
+    data.unlink()
+    failed = server.isql("SELECT ll_file, ll_error FROM DB.DBA.load_list WHERE ll_error IS NOT NULL;")
+    if "0 Rows." not in failed:
+        raise RuntimeError(f"Virtuoso's bulk loader failed: {failed}")
+
+
 @contextmanager
 def virtuoso(store: GraphStore, collection: str, workdir: Path, name: str) -> Iterator[RemoteStore]:
     """Virtuoso 7 (tests/virtuoso_server.py) holding ``collection``'s graph of ``store``, loaded through the
-    reification dialect (``INSERT DATA`` batches: Virtuoso takes no N-Quads dataset); stopped on exit."""
+    reification dialect (``INSERT DATA`` batches: Virtuoso takes no N-Quads dataset), or by Virtuoso's bulk
+    loader above ``BULK_LOAD_ABOVE`` quads; stopped on exit."""
     reason = virtuoso_missing()
     if reason:
         raise RuntimeError(reason)
-    server = VirtuosoServer(workdir / name)
+    server = VirtuosoServer(workdir / name, timeout_s=600, buffers=VIRTUOSO_BUFFERS, max_rows=VIRTUOSO_MAX_ROWS)
     remote = RemoteStore(server.endpoints, dialect=VIRTUOSO_DIALECT, timeout_s=600)
     try:
         graph = vocab.collection_graph(collection)
         started = time.perf_counter()
-        remote.load(io.BytesIO(store.dump(None, RdfFormat.N_TRIPLES, graph)), RdfFormat.N_TRIPLES, graph)
-        print(f"({name}: {len(remote):,} quads loaded into Virtuoso in {time.perf_counter() - started:.1f} s)",
-              flush=True)
+        bulk = sum(1 for _ in store.quads(graph=graph, limit=BULK_LOAD_ABOVE + 1)) > BULK_LOAD_ABOVE
+        if bulk:
+            bulk_load(server, store, graph)
+        else:
+            remote.load(io.BytesIO(store.dump(None, RdfFormat.N_TRIPLES, graph)), RdfFormat.N_TRIPLES, graph)
+        how = "its bulk loader" if bulk else "INSERT DATA batches"
+        print(f"({name}: {len(remote):,} quads loaded into Virtuoso by {how} in "
+              f"{time.perf_counter() - started:.1f} s)", flush=True)
         yield remote
     finally:
         remote.close()
@@ -206,9 +242,10 @@ def http_patterns(session: requests.Session, query_url: str) -> PatternQuery:
 
 
 def traversal_row(name: str, embedded: GraphStore, url: str, collection: str, questions: list[str],
-                  store: RemoteStore | None = None, query_url: str | None = None) -> list[str]:
+                  store: RemoteStore | None = None, query_url: str | None = None) -> tuple[list[str], float]:
     """Medians per question: ours on the remote store (``store``, else Oxigraph's at ``url``), the pattern
-    traversal on the same engine (at ``query_url``), ours on the embedded store; SPARQL requests per question."""
+    traversal on the same engine (at ``query_url``), ours on the embedded store; SPARQL requests per question.
+    Also ours' median in seconds."""
     limits = RetrievalLimits()
     store = store or remote_store(url)
     ours = Retriever(store)
@@ -248,7 +285,7 @@ def traversal_row(name: str, embedded: GraphStore, url: str, collection: str, qu
             f"{statistics.mean(edges['ours']):.0f}", _ms(median["baseline"]),
             f"{statistics.mean(sent['baseline']):.0f}",
             f"{statistics.mean(edges['baseline']):.0f}", f"{median['baseline'] / median['ours']:.1f}x",
-            _ms(median["embedded"]), f"{median['ours'] / median['embedded']:.2f}x"]
+            _ms(median["embedded"]), f"{median['ours'] / median['embedded']:.2f}x"], median["ours"]
 
 
 # --- 2. GraphRAG throughput ------------------------------------------------------------------------------
@@ -398,6 +435,52 @@ def metaqa_mix(server: OxigraphServer, workdir: Path, llm: ScriptedLLM, clients:
 # --- the run -------------------------------------------------------------------------------------------
 
 ROW_HEADER = ["answers", "refused", "errors", "answers/s", "p50 ms", "p99 ms"]
+GROWTH_TARGET = 1.5  # ours at 10M triples / ours at 1M, on each engine
+
+
+def sizes(text: str) -> list[int]:
+    """``--sizes``: "1M,10M" as the generator's scales [1, 10]."""
+    scales = []
+    for size in text.split(","):
+        if size.strip() not in ("1M", "10M"):
+            raise argparse.ArgumentTypeError(f"{size!r}: the sizes are 1M and 10M")
+        scales.append(int(size.strip()[:-1]))
+    return scales
+
+
+def synthetic_rows(scales: list[int], questions: int, rng: random.Random, workdir: Path, placement: Placement,
+                   on_virtuoso: bool) -> tuple[list[list[str]], list[str]]:
+    """Table 1's rows on the generated graph at each scale, on Oxigraph and (``on_virtuoso``) on Virtuoso; and,
+    with two scales, each engine's growth: ours at the larger / ours at the smaller against ``GROWTH_TARGET``."""
+    rows: list[list[str]] = []
+    ours: dict[tuple[str, int], float] = {}
+    for scale in scales:
+        big, big_questions = synthetic.synthetic_store(scale)
+        # 1M: the sample it always had; 10M: one of its own, which leaves the later samples of rng as they were
+        big_sample = (rng if scale == 1 else random.Random(42 * scale)).sample(big_questions, questions + 5)
+        with engine(big, workdir, f"synthetic-{scale}M", placement=placement, timeout_s=INDEX_TIMEOUT_S) as server:
+            row, ours["Oxigraph", scale] = traversal_row(f"synthetic {scale}M", big, server.url, synthetic.COLLECTION,
+                                                         big_sample)
+            rows.append(row)
+            print(f"({' | '.join(row)})", flush=True)  # as it comes: a later failure keeps it
+        if on_virtuoso:
+            with virtuoso(big, synthetic.COLLECTION, workdir, f"synthetic-{scale}M-virtuoso") as remote:
+                row, ours["Virtuoso", scale] = traversal_row(f"synthetic {scale}M, Virtuoso", big,
+                                                             remote.endpoints.base, synthetic.COLLECTION, big_sample,
+                                                             remote, remote.endpoints.query)
+                rows.append(row)
+                print(f"({' | '.join(row)})", flush=True)
+        big.flush()
+        del big
+    growth = []
+    if len(scales) > 1:
+        small, large = min(scales), max(scales)
+        for who in ("Oxigraph", "Virtuoso") if on_virtuoso else ("Oxigraph",):
+            ratio = ours[who, large] / ours[who, small]
+            growth.append(f"{who}: ours at {large}M {_ms(ours[who, large])} ms / at {small}M {_ms(ours[who, small])} "
+                          f"ms = {ratio:.2f}x (target at most {GROWTH_TARGET}x: "
+                          f"{'met' if ratio <= GROWTH_TARGET else 'missed'})")
+    return rows, growth
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--virtuoso", action="store_true",
                         help="table 1 on Virtuoso 7 too (the reification dialect), each graph loaded into it")
     parser.add_argument("--traversal-only", action="store_true", help="only table 1")
+    parser.add_argument("--sizes", type=sizes, default=[1], metavar="1M,10M",
+                        help="the generated graph's sizes in table 1 (default 1M; 10M is built once, then cached)")
     args = parser.parse_args(argv)
     placement = Placement.pinned() if args.pin else ANYWHERE
     rng = random.Random(42)
@@ -419,35 +504,30 @@ def main(argv: list[str] | None = None) -> int:
     metaqa = metaqa_load.metaqa_store()
     metaqa_questions = [q for hops in (1, 2, 3) for q, _ in metaqa_load.dev_questions(hops)]
     traversal: list[list[str]] = []
+    growth: list[str] = []
     throughput: list[list[str]] = []
     rates: dict[str | int, float] = {}
     with tempfile.TemporaryDirectory(prefix="glassgraph-remote-") as tmp:
         workdir = Path(tmp)
         if not args.mix_only:
-            big, big_questions = synthetic.synthetic_store()
-            big_sample = rng.sample(big_questions, args.questions + 5)
-            with engine(big, workdir, "synthetic", placement=placement) as server:
-                traversal.append(traversal_row("synthetic 1M", big, server.url, synthetic.COLLECTION, big_sample))
-            if args.virtuoso:
-                with virtuoso(big, synthetic.COLLECTION, workdir, "synthetic-virtuoso") as remote:
-                    traversal.append(traversal_row("synthetic 1M, Virtuoso", big, remote.endpoints.base,
-                                                   synthetic.COLLECTION, big_sample, remote, remote.endpoints.query))
-            big.flush()
-            del big
+            traversal, growth = synthetic_rows(args.sizes, args.questions, rng, workdir, placement, args.virtuoso)
             metaqa_sample = rng.sample(metaqa_questions, args.questions + 5)
             if args.virtuoso:
                 with virtuoso(metaqa, metaqa_load.COLLECTION, workdir, "metaqa-virtuoso") as remote:
                     traversal.insert(0, traversal_row("MetaQA, Virtuoso", metaqa, remote.endpoints.base,
                                                       metaqa_load.COLLECTION, metaqa_sample, remote,
-                                                      remote.endpoints.query))
+                                                      remote.endpoints.query)[0])
         if args.traversal_only:
             with engine(metaqa, workdir, "metaqa", placement=placement) as server:
-                traversal.insert(0, traversal_row("MetaQA", metaqa, server.url, metaqa_load.COLLECTION, metaqa_sample))
+                traversal.insert(0, traversal_row("MetaQA", metaqa, server.url, metaqa_load.COLLECTION,
+                                                  metaqa_sample)[0])
             print(f"1. Non-LLM retrieval time per question on loopback engines, default limits {RetrievalLimits()};"
                   " medians in ms; baseline = per-entity pattern traversal over HTTP to the same engine")
             print(_table(["graph", "questions", "index build ms", "ours", "requests/q", "edges", "baseline",
                           "baseline requests/q", "baseline edges", "speedup", "ours, embedded store",
                           "remote / embedded"], traversal))
+            if growth:
+                print("\n".join(["", "Growth of ours, 10M / 1M triples:", *growth]))
             return 0
         llm = ScriptedLLM()
         llm.responder = instant_reply
@@ -455,7 +535,8 @@ def main(argv: list[str] | None = None) -> int:
             with engine(metaqa, workdir, "metaqa", placement=placement) as server:
                 if not args.mix_only:
                     sample = rng.sample(metaqa_questions, args.questions + 5)
-                    traversal.insert(0, traversal_row("MetaQA", metaqa, server.url, metaqa_load.COLLECTION, sample))
+                    traversal.insert(0, traversal_row("MetaQA", metaqa, server.url, metaqa_load.COLLECTION,
+                                                      sample)[0])
                     asked = rng.sample(metaqa_questions, 500)
                     embedded_copy = workdir / "embedded" / "store"
                     embedded_copy.parent.mkdir()
@@ -490,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
         print(_table(["graph", "questions", "index build ms", "ours", "requests/q", "edges", "baseline",
                       "baseline requests/q", "baseline edges", "speedup", "ours, embedded store",
                       "remote / embedded"], traversal))
+        if growth:
+            print("\n".join(["", "Growth of ours, 10M / 1M triples:", *growth]))
         print(f"\n2. GraphRAG answers per second, {args.clients} clients, {args.seconds:g} s, instant scripted LLM")
         for row in throughput[1:]:
             row.append(f"{float(row[4]) / rates['embedded']:.2f}x")

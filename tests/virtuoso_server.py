@@ -32,14 +32,14 @@ DatabaseFile = {dir}/virtuoso-temp.db
 TransactionFile = {dir}/virtuoso-temp.trx
 [Parameters]
 ServerPort = 127.0.0.1:{sql_port}
-NumberOfBuffers = 10000
-MaxDirtyBuffers = 6000
+NumberOfBuffers = {buffers}
+MaxDirtyBuffers = {dirty_buffers}
 DirsAllowed = {dir}
 [HTTPServer]
 ServerPort = 127.0.0.1:{http_port}
 ServerThreads = 10
 [SPARQL]
-ResultSetMaxRows = 1000000
+ResultSetMaxRows = {max_rows}
 MaxQueryExecutionTime = {timeout_s}
 """
 
@@ -53,14 +53,18 @@ def virtuoso_missing() -> str | None:
 class VirtuosoServer:
     """``virtuoso-t +foreground`` with its database in ``directory`` until ``close()``; ``url`` is its root."""
 
-    def __init__(self, directory: Path, timeout_s: int = 60) -> None:
+    def __init__(self, directory: Path, timeout_s: int = 60, buffers: int = 10_000,
+                 max_rows: int = 1_000_000) -> None:
+        """``buffers``: Virtuoso's page cache in 8 kB pages; ``max_rows``: the most rows a SPARQL answer holds
+        (beyond it Virtuoso cuts the answer short without an error)."""
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.sql_port = free_port()
         http_port = next(port for port in iter(free_port, None) if port != self.sql_port)
         self.url = f"http://127.0.0.1:{http_port}"
         ini = directory / "virtuoso.ini"
-        ini.write_text(_INI.format(dir=directory, sql_port=self.sql_port, http_port=http_port, timeout_s=timeout_s))
+        ini.write_text(_INI.format(dir=directory, sql_port=self.sql_port, http_port=http_port, timeout_s=timeout_s,
+                                   buffers=buffers, dirty_buffers=buffers * 3 // 5, max_rows=max_rows))
         self.log_path = directory / "virtuoso.out"
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(["virtuoso-t", "+foreground", "+configfile", str(ini)], cwd=directory,
@@ -82,10 +86,10 @@ class VirtuosoServer:
                 pass
             time.sleep(0.1)
 
-    def isql(self, statement: str) -> None:
-        """Run one SQL statement as dba (the account Virtuoso starts with)."""
-        subprocess.run(["isql-vt", f"127.0.0.1:{self.sql_port}", "dba", "dba", f"exec={statement}"], check=True,
-                       capture_output=True, timeout=60)
+    def isql(self, statement: str, timeout_s: float = 60) -> str:
+        """Run SQL statements as dba (the account Virtuoso starts with); returns what isql printed."""
+        return subprocess.run(["isql-vt", f"127.0.0.1:{self.sql_port}", "dba", "dba", f"exec={statement}"],
+                              check=True, capture_output=True, timeout=timeout_s, text=True).stdout
 
     @property
     def endpoints(self) -> EngineEndpoints:
