@@ -445,3 +445,31 @@ def test_an_error_mid_stream_leaves_the_response_unfinished_and_closes_the_itera
     assert sent[0]["status"] == 200 and [m["body"] for m in sent[1:]] == [b"first"]
     assert sent[-1]["more_body"] is True  # never finished: uvicorn closes the connection, the client sees it cut
     assert Body.closed
+
+
+class _CountedBody:
+    """A WSGI body of ``pieces`` that counts its ``close`` calls."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces, self.closes = pieces, 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.pieces)
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["declared-length", "streamed"])
+def test_a_body_arrives_whole_and_its_iterable_is_closed_once(length: bool) -> None:
+    body = _CountedBody([b"one ", b"", b"two ", b"three"])
+
+    def app(environ: dict, start_response: object) -> _CountedBody:
+        start_response("200 OK", [("Content-Type", "text/plain")] + ([("Content-Length", "13")] if length else []))
+        return body
+
+    sent = run_bridge(app)
+    assert sent[0]["status"] == 200 and b"".join(m["body"] for m in sent[1:]) == b"one two three"
+    assert sent[-1]["more_body"] is False and body.closes == 1
+    if length:  # known to be short: sent as the end at once, the whole body in one message
+        assert [m["body"] for m in sent[1:]] == [b"one two three"]

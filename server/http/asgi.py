@@ -10,8 +10,9 @@ sees either.
 
 The Flask app then runs in a bounded thread pool (``GLASSGRAPH_THREADS``) with a PEP 3333 environ
 whose input is the whole body. Its response goes out piece by piece as the app yields it (SSE and
-NDJSON arrive incrementally), each piece after the client's socket has room for it. A large piece
-(a SPARQL answer is one) goes out in ``PIECE_BYTES`` slices: uvicorn writes what it is given whole
+NDJSON arrive incrementally), each piece after the client's socket has room for it; a body of declared
+length up to ``PIECE_BYTES`` (most answers) is taken whole in the one call into the pool that runs the app.
+A large piece (a SPARQL answer is one) goes out in ``PIECE_BYTES`` slices: uvicorn writes what it is given whole
 into the transport's buffer and only then waits for room, so a client that reads nothing holds
 about one slice, not a copy of its answer. A slice that finds no room for ``GLASSGRAPH_SEND_TIMEOUT``
 drops the connection (its buffer discarded); then, as when the client leaves, the response iterable
@@ -222,6 +223,10 @@ async def _stream(response: _AppResponse, send: Send, gone: asyncio.Event, run: 
     """Each piece as the app yields it, after uvicorn has room for it; stop when the client is gone."""
     start = response.start
     piece = await run(response.begin)
+    if response.closed and piece is not None:  # the whole body came with the first call: send it as the end
+        await send(start.message())
+        await send({"type": "http.response.body", "body": piece, "more_body": False})
+        return
     while piece is not None:
         if gone.is_set():
             return
@@ -296,12 +301,22 @@ class _AppResponse:
         self.closed = False
 
     def begin(self) -> bytes | None:
+        """The first piece; for a short answer of known length, the whole body (then the response is closed,
+        sparing the event loop a second call into the pool for the end)."""
         self.result = self.app(self.environ, self.start)
         self.iterator = iter(self.result)
-        return self.pull()
+        piece = self.pull()
+        if piece is None or not self.start.short():
+            return piece
+        pieces = [piece]
+        while (piece := self.pull()) is not None:  # the last pull closes the response
+            pieces.append(piece)
+        return b"".join(pieces)
 
     def pull(self) -> bytes | None:
         """The next piece, after anything the app passed to ``write()``; None at the end."""
+        if self.closed:
+            return None
         piece = next(self.iterator, None)
         written = self.start.written
         if written:
@@ -333,6 +348,11 @@ class _StartResponse:
             raise exc_info[1].with_traceback(exc_info[2])
         self.status, self.headers = status, headers
         return self.written.append
+
+    def short(self) -> bool:
+        """Whether the headers declare a body of at most ``PIECE_BYTES`` (one that an app streams has no length)."""
+        length = next((value for name, value in self.headers if name.lower() == "content-length"), "")
+        return length.isdigit() and int(length) <= PIECE_BYTES
 
     def message(self) -> Message:
         """``http.response.start``; from here on the headers cannot change."""
