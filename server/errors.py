@@ -89,6 +89,13 @@ class RequestTimeout(GlassgraphError):
     type = ErrorType.REQUEST_TIMEOUT
 
 
+class ClientLeft(GlassgraphError):
+    """The client closed its connection while its request was being worked on: the work was stopped, and
+    the answer (logged) is sent to nobody."""
+
+    type = ErrorType.CANCELLED
+
+
 class ContentTooLarge(GlassgraphError):
     type = ErrorType.CONTENT_TOO_LARGE
 

@@ -109,6 +109,20 @@ class ProductionServer:
             time.sleep(0.1)
         raise RuntimeError(f"the server did not answer /healthz in {_START_TIMEOUT_S:g} s:\n{self.log_tail()}")
 
+    def query_worker_cpu(self) -> dict[int, float]:
+        """CPU seconds (user + system) of each of the server's query worker processes alive now, from /proc."""
+        found = {}
+        for worker in _children(self.process.pid):
+            for pid in _children(worker):
+                try:
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if b"server.http.query_workers" in cmdline and fields[0] not in ("Z", "X"):
+                    found[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return found
+
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
@@ -122,6 +136,14 @@ class ProductionServer:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+                for child in (task / "children").read_text().split()]
+    except OSError:
+        return []
 
 
 def answered_status(response: requests.Response) -> int:

@@ -473,3 +473,36 @@ def test_a_body_arrives_whole_and_its_iterable_is_closed_once(length: bool) -> N
     assert sent[-1]["more_body"] is False and body.closes == 1
     if length:  # known to be short: sent as the end at once, the whole body in one message
         assert [m["body"] for m in sent[1:]] == [b"one two three"]
+
+
+# Eight patterns over the France graph's ten triples: 10^8 rows to count, far past any deadline.
+COUNT_FOREVER = ("SELECT (COUNT(*) AS ?n) { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l . ?m ?n ?o . ?p ?q ?r . "
+                 "?s ?t ?u . ?v ?w ?x }")
+
+
+def test_a_client_that_leaves_stops_its_running_query(production: ProductionServer) -> None:
+    idle = production.query_worker_cpu()
+    body = urlencode({"query": COUNT_FOREVER}).encode()
+    with socket.create_connection(("127.0.0.1", production.port), timeout=10) as sock:
+        sock.sendall(request_head("POST", "/sparql", {"Content-Type": "application/x-www-form-urlencoded",
+                                                      "Content-Length": str(len(body))}) + body)
+        running = _busy_worker(production, idle)
+    # the client has gone: its query is stopped well before the deadline (GLASSGRAPH_DEADLINE, 30 s) would stop it
+    patience = time.monotonic() + 15
+    while running in production.query_worker_cpu() and time.monotonic() < patience:
+        time.sleep(0.05)
+    assert running not in production.query_worker_cpu(), production.log_tail()
+    assert '"status": 499' in production.own_log()  # logged as the client's leaving, not as a failure
+    assert ask(production, f"ASK {{ <{E}france> ?p ?o }}")
+
+
+def _busy_worker(server: ProductionServer, before: dict[int, float]) -> int:
+    """The query worker that has used a second of CPU more than ``before`` (the query running long)."""
+    patience = time.monotonic() + 60
+    while time.monotonic() < patience:
+        now = server.query_worker_cpu()
+        busy = [pid for pid, cpu in now.items() if cpu - before.get(pid, 0.0) >= 1.0]
+        if busy:
+            return busy[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no query worker ran the query: {server.query_worker_cpu()}")

@@ -38,6 +38,7 @@ from server.config import Config
 from server.errors import ContentTooLarge, GlassgraphError, RequestTimeout
 from server.http import log_redaction, trustgraph_socket
 from server.http.allocator import Trimmer
+from server.http.context import CLIENT_LEFT
 from server.http.socket_budget import AnswerBudget
 from server.http.sparql_eval import PARSE_STACK_BYTES
 
@@ -121,10 +122,10 @@ class WsgiBridge:
             body = await self._receive_body(scope, receive, send)
             if body is None:
                 return
-            gone = asyncio.Event()
-            watcher = asyncio.create_task(_watch_disconnect(receive, gone))
+            gone, left = asyncio.Event(), threading.Event()  # the event loop's, and the app thread's
+            watcher = asyncio.create_task(_watch_disconnect(receive, gone, left))
             try:
-                await self._respond(scope, body, send, gone)
+                await self._respond(scope, body, send, gone, left)
             finally:
                 watcher.cancel()
         except _SendStalled:
@@ -201,9 +202,13 @@ class WsgiBridge:
             if not message.get("more_body", False):
                 return bytes(body)
 
-    async def _respond(self, scope: Scope, body: bytes, send: Send, gone: asyncio.Event) -> None:
-        """Run the app in the pool and send its response; an error before the headers is a JSON 500."""
-        response = _AppResponse(self.app, wsgi_environ(scope, body))
+    async def _respond(self, scope: Scope, body: bytes, send: Send, gone: asyncio.Event,
+                       left: threading.Event) -> None:
+        """Run the app in the pool and send its response; an error before the headers is a JSON 500. The app
+        sees ``left`` (``context.CLIENT_LEFT``), set when the client closes the connection."""
+        environ = wsgi_environ(scope, body)
+        environ[CLIENT_LEFT] = left
+        response = _AppResponse(self.app, environ)
         run = _AppCalls(self.pool)
         try:
             await _stream(response, send, gone, run)
@@ -363,12 +368,13 @@ class _StartResponse:
         return {"type": "http.response.start", "status": int(self.status.split(" ", 1)[0]), "headers": headers}
 
 
-async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
-    """Set ``gone`` when the client closes the connection (the body has been read: only
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event, left: threading.Event) -> None:
+    """Set ``gone`` and ``left`` when the client closes the connection (the body has been read: only
     ``http.disconnect`` can come)."""
     while (await receive())["type"] != "http.disconnect":
         pass
     gone.set()
+    left.set()
 
 
 async def _refuse(refusal: GlassgraphError, receive: Receive, send: Send) -> None:

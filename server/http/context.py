@@ -1,6 +1,7 @@
 """Per-app objects for the blueprints (the runtime's services, the config) and the write-access rule."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 from flask import current_app, request
@@ -35,6 +36,15 @@ def current_queries() -> QueryWorkers | None:
 def current_client() -> str:
     """What a client's requests share, for its fair share of the query workers: its address."""
     return request.remote_addr or "-"
+
+
+CLIENT_LEFT = "glassgraph.client_left"  # the environ's threading.Event, set when the client closes the connection
+
+
+def client_left() -> threading.Event | None:
+    """Set once this request's client has closed its connection (``server.http.asgi``); None where the server
+    cannot tell (the development server)."""
+    return request.environ.get(CLIENT_LEFT)
 
 
 def public_root() -> str:

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 from pyoxigraph import Store
 
 from server.config import PROJECT_ROOT
-from server.errors import Busy, GlassgraphError, LimitExceeded, StoreFailed, Unavailable
+from server.errors import Busy, ClientLeft, GlassgraphError, LimitExceeded, StoreFailed, Unavailable
 from server.http.fair_queue import FairQueue
 from server.http.rdf_output import Answer
 from server.http.sparql_errors import SyntaxProblem
@@ -212,20 +212,26 @@ class _Worker:
             raise Unavailable("a query worker process did not start; try again") from None
 
     def ask(self, job: tuple, deadline_s: float, on_long: Callable[[], None] | None = None,
-            long_after_s: float = LONG_AFTER_S) -> object:
+            long_after_s: float = LONG_AFTER_S, client_left: threading.Event | None = None) -> object:
         """The result of ``job``; kills the process when the deadline passes or the process dies.
         ``on_long`` is called once the job is a long one, when it has used ``long_after_s`` of CPU (not of
         time: on a loaded machine short jobs take longer too, and a lowered priority would starve them);
-        if it raises, the job is stopped."""
+        if it raises, the job is stopped. Once ``client_left`` is set, the job is stopped (``ClientLeft``):
+        nobody would read its answer, and a place in the long lane is not held for nobody."""
+        if client_left is not None and client_left.is_set():  # it left while its query waited for a worker
+            raise ClientLeft("the client left before its query ran")
         try:
             self.tasks.send(job)
             started = time.monotonic()
             answered = False
-            while on_long is not None and time.monotonic() - started < deadline_s:
+            while (on_long is not None or client_left is not None) and time.monotonic() - started < deadline_s:
                 if self.replies.poll(min(_LONG_CHECK_S, deadline_s - (time.monotonic() - started))):
                     answered = True
                     break
-                if self.cpu_seconds() - self.cpu_at_reply >= long_after_s:
+                if client_left is not None and client_left.is_set():
+                    self.kill()
+                    raise ClientLeft(f"the client left after {time.monotonic() - started:.1f} s: its query was stopped")
+                if on_long is not None and self.cpu_seconds() - self.cpu_at_reply >= long_after_s:
                     self._went_long(on_long)
                     on_long = None  # once
             remaining = deadline_s - (time.monotonic() - started)
@@ -475,14 +481,17 @@ class QueryWorkers:
 
         threading.Thread(target=start, name="query-workers-start", daemon=True).start()
 
-    def run(self, task: QueryTask, client: str, deadline_s: float) -> Answer:
+    def run(self, task: QueryTask, client: str, deadline_s: float, client_left: threading.Event | None = None
+            ) -> Answer:
         """``task``'s answer (see the module docstring for the snapshot); 422 past ``deadline_s``; 503 when
-        no worker came free within it; 429 past ``client``'s fair share or a full long lane."""
+        no worker came free within it; 429 past ``client``'s fair share or a full long lane; stopped when
+        ``client_left`` is set (the connection closed, ``server.http.asgi``)."""
         worker = self._queries.take(client, self.queue_wait_s)
         place = _Place(self._queries, self._long, worker, lower_priority=True)
         try:
             self._renew(worker, self._required(worker))
-            return worker.ask(("query", worker.generation, task), deadline_s, place.move_aside, self.long_after_s)
+            return worker.ask(("query", worker.generation, task), deadline_s, place.move_aside, self.long_after_s,
+                              client_left)
         finally:
             place.release()
 

@@ -22,6 +22,7 @@ from server.config import Config
 from server.errors import BadRequest, UnsupportedMediaType
 from server.http.body import form_fields
 from server.http.context import (
+    client_left,
     current_client,
     current_config,
     current_queries,
@@ -155,7 +156,7 @@ def evaluate_query(operation: Operation) -> Response:
         answer = workers.check_and_forward(task, current_client(), config.query_deadline_s,
                                            partial(forward_query, store, task))
     elif workers is not None:
-        answer = workers.run(task, current_client(), config.query_deadline_s)
+        answer = workers.run(task, current_client(), config.query_deadline_s, client_left())
     else:
         answer = answer_query(store.raw, replace(task, deadline_s=config.query_deadline_s))
     return answer_response(answer)
