@@ -1,8 +1,9 @@
-"""The attacker's inputs of issue 22 at doubling sizes: the source viewer's highlight, multipart parsing
-and ingest's splitting, each timed (best of five) with its ratio to the input of half the size. Linear
-work doubles (ratio about 2, at most about 2.5); work refused at a limit stays flat (ratio about 1). The
-code they replace took the text times the label's words (the highlight), time and memory quadratic in a
-header (the email parser) and all of a document's chunks or sections before counting them.
+"""The attacker's inputs of issues 22 and 21 at doubling sizes: the source viewer's highlight, multipart
+parsing, ingest's splitting and the console's neighbourhood of a hub, each timed (best of five) with its ratio
+to the input of half the size. Linear work doubles (ratio about 2, at most about 2.5); work refused or cut at a
+limit stays flat (ratio about 1). The code they replace took the text times the label's words (the highlight),
+time and memory quadratic in a header (the email parser), all of a document's chunks or sections before
+counting them, and every edge of a hub sorted before the console's 60 were taken.
 
     .venv/bin/python -m bench.hostile_inputs          # about a minute
 """
@@ -12,11 +13,15 @@ import os
 import time
 from collections.abc import Callable
 
+from pyoxigraph import NamedNode, Quad
+
+from server import vocab
 from server.errors import GlassgraphError
 from server.explain.passages import fact_span
 from server.http.multipart import form_parts
 from server.ingest.documents import IngestOptions, chunk_spans
 from server.ingest.formats import read_document
+from server.store import GraphStore, graph_options
 
 BOUNDARY = "b0undary"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"
@@ -78,7 +83,22 @@ def cases() -> list[Case]:
         ("ingest: Markdown headings (refused at 10,000 pages)", "headings",
          lambda n: b"# a\n" * n, lambda data: read_document(data, "text/markdown"),
          (312_500, 625_000, 1_250_000, 2_500_000)),
+        ("console neighbourhood of a class (anonymous GET)", "typed resources",
+         hub_store, lambda store: store.select("console_neighbourhood", values={"iri": [HUB]},
+                                               **graph_options(None)),
+         (16_000, 32_000, 64_000, 128_000)),
     ]
+
+
+HUB = NamedNode("https://example.org/Class")
+
+
+def hub_store(n: int) -> GraphStore:
+    """An in-memory store where ``n`` resources have the type ``HUB``."""
+    store = GraphStore()
+    store.extend([Quad(NamedNode(f"https://example.org/r{i}"), vocab.RDF.type, HUB, vocab.collection_graph("default"))
+                  for i in range(n)])
+    return store
 
 
 def main() -> None:

@@ -280,7 +280,8 @@ def percentile(values: list[float], q: float) -> float:
 def count_sessions(base: str) -> int:
     response = read_back("GET", base + "/sparql", params={"query": SESSIONS}, headers={"Accept": "text/csv"})
     if response is None or response.status_code != 200:
-        raise RuntimeError(f"the sessions could not be counted: {response and response.status_code} {response and response.text[:300]}")
+        answered = "no answer" if response is None else f"{response.status_code} {response.text[:300]}"
+        raise RuntimeError(f"the sessions could not be counted: {answered}")
     return int(response.text.split()[1])
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import closing
 from html import unescape
 
 import pytest
 from in_process import InProcess, in_process
 from live_server import Serving
-from pyoxigraph import Triple
+from pyoxigraph import NamedNode, Quad, Triple
 
 from server import vocab
+from server.http.neighbourhood import STEP
 from server.store import GraphStore
 from server.vocab import ENTITY, RELATION
 
@@ -167,3 +169,22 @@ def test_a_label_of_many_words_over_a_table_of_numbers_is_answered_in_time(servi
     line = server.get(server.url + "/console/source/passage", timeout=30, params={
         "id": page.value, "edge": '<<( <http://x/s> <http://x/p> "0 0 0" )>>'}).json()
     assert line["span"] == [0, 99]
+
+
+def test_a_hubs_neighbourhood_is_one_step_of_its_edges_in_predicate_order(france_store: GraphStore) -> None:
+    """A class typed by 200 resources: the view's step of edges (``STEP``), its own outgoing ones included, sorted,
+    and marked incomplete (``bench/hostile_inputs.py`` shows its cost no longer grows with the hub's edges)."""
+    hub, graph = NamedNode("http://example.org/Class"), vocab.collection_graph("default")
+    own = [Quad(hub, NamedNode("http://example.org/broader"), NamedNode(f"http://example.org/Super{i}"), graph)
+           for i in range(3)]
+    typed = [Quad(NamedNode(f"http://example.org/r{i}"), vocab.RDF.type, hub, graph) for i in range(200)]
+    france_store.extend(own + typed)
+    with closing(in_process(france_store)) as server:
+        body = server.get(server.url + "/console/neighbourhood", params={"iri": hub.value}).json()
+    edges = [(t["s"]["i"], t["p"]["i"], t["o"]["i"]) for t in body["triples"]
+             if t["p"]["i"] != vocab.RDFS.label.value and t["s"]["i"] in (hub.value, *(q.subject.value for q in typed))
+             and hub.value in (t["s"]["i"], t["o"]["i"])]
+    held = {(q.subject.value, q.predicate.value, q.object.value) for q in own + typed}
+    assert len(edges) == STEP and set(edges) <= held and body["complete"] is False
+    assert edges == sorted(edges, key=lambda edge: (edge[1], edge[0], edge[2]))
+    assert {(q.subject.value, q.predicate.value, q.object.value) for q in own} <= set(edges)
