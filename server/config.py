@@ -112,6 +112,7 @@ class Config:
     question_rate: float = 30.0  # GLASSGRAPH_QUESTION_RATE: anonymous questions a minute per client (0: any)
     public_url: str | None = None  # GLASSGRAPH_PUBLIC_URL: the server's public base URL (else the Host header)
     cors_origins: tuple[str, ...] = ()  # GLASSGRAPH_CORS_ORIGINS: origins whose pages may read answers ("*": any)
+    trusted_proxies: tuple[str, ...] = ()  # GLASSGRAPH_TRUSTED_PROXIES: addresses whose X-Forwarded-For is believed
 
     @property
     def retention(self) -> Retention:
@@ -248,4 +249,5 @@ _ENV: dict[str, tuple[tuple[str, ...], str]] = {  # setting -> (variables, the f
     "question_rate": (("GLASSGRAPH_QUESTION_RATE",), "float"),
     "public_url": (("GLASSGRAPH_PUBLIC_URL",), "url"),
     "cors_origins": (("GLASSGRAPH_CORS_ORIGINS",), "list"),
+    "trusted_proxies": (("GLASSGRAPH_TRUSTED_PROXIES",), "list"),
 }

@@ -506,3 +506,21 @@ def _busy_worker(server: ProductionServer, before: dict[int, float]) -> int:
             return busy[0]
         time.sleep(0.05)
     raise AssertionError(f"no query worker ran the query: {server.query_worker_cpu()}")
+
+
+@pytest.mark.parametrize("trusted", ["", "127.0.0.1"], ids=["by-default", "from-a-trusted-proxy"])
+def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(tmp_path: Path, trusted: str) -> None:
+    """Three anonymous questions a minute at most, each claiming another address: by default the connection's
+    address counts (the third is refused), from a trusted proxy the forwarded one (each its own client)."""
+    env = {"GLASSGRAPH_QUESTION_RATE": "2", **({"GLASSGRAPH_TRUSTED_PROXIES": trusted} if trusted else {})}
+    server = ProductionServer(tmp_path / "store", env)
+    try:
+        put = requests.put(server.url + "/store", params={"graph": vocab.collection_graph("default").value},
+                           data=FRANCE, headers={**WRITE, "Content-Type": "application/n-triples"}, timeout=30)
+        assert put.status_code == 201, put.text
+        statuses = [requests.post(server.url + "/api/graph-rag", json={"query": QUESTION, "streaming": False},
+                                  headers={"X-Forwarded-For": f"203.0.113.{n}"}, timeout=60).status_code
+                    for n in range(3)]
+    finally:
+        server.close()
+    assert statuses == ([200, 200, 200] if trusted else [200, 200, 429])

@@ -65,7 +65,9 @@ class Worker(UvicornWorker):
     head that has not ended; 400 past it), with gunicorn's ``--worker-connections`` (default 1000)
     as uvicorn's ``limit_concurrency``: past that many connections or requests, a request is
     answered 503. uvicorn_worker's own worker passes neither of them to uvicorn (nor gunicorn's
-    ``--limit-request-*``)."""
+    ``--limit-request-*``). A client's address is its connection's: ``X-Forwarded-For`` is read only
+    from ``GLASSGRAPH_TRUSTED_PROXIES`` (uvicorn believes it from loopback by default, so any local
+    client, or one behind a proxy that passes the header on, could take another's fair share)."""
 
     CONFIG_KWARGS = {"loop": "auto", "http": "h11", "h11_max_incomplete_event_size": HEAD_LIMIT,
                      "ws": "websockets", "ws_max_size": trustgraph_socket.MAX_FRAME_BYTES,
@@ -74,6 +76,11 @@ class Worker(UvicornWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.config.limit_concurrency = self.cfg.worker_connections
+        try:
+            proxies = Config.from_env().trusted_proxies
+        except ValueError:  # a bad setting: the app's start names it and stops the worker (server.asgi)
+            proxies = ()
+        self.config.proxy_headers, self.config.forwarded_allow_ips = bool(proxies), list(proxies)
         log_redaction.install()
 
 
