@@ -293,6 +293,33 @@ def test_a_client_leaving_mid_stream_cancels_its_session(production: ProductionS
     assert trace["answer"] is None
 
 
+
+def test_a_client_leaving_before_its_json_answer_cancels_its_session(production: ProductionServer,
+                                                                     scripted: ScriptedLLM) -> None:
+    question = QUESTION + " (asked by a client that leaves)"
+    scripted.reply(SELECTION, delay_s=1.0)  # no answer is queued: the run must stop before asking for it
+    body = json.dumps({"query": question, "streaming": False}).encode()
+    with socket.create_connection(("127.0.0.1", production.port), timeout=10) as sock:
+        sock.sendall(request_head("POST", "/api/graph-rag", {"Content-Type": "application/json",
+                                                             "Content-Length": str(len(body))}) + body)
+        session = _listed_session(production, question)  # recorded as the run began: leave during the selection
+    deadline = time.monotonic() + 10
+    while (trace := session_status(production, session))["status"] == "incomplete" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert trace["status"] == "cancelled" and trace["error"]["type"] == "cancelled", trace
+    assert trace["answer"] is None
+
+
+def _listed_session(server: ProductionServer, question: str) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        listed = requests.get(server.url + "/api/sessions", timeout=TIMEOUT_S).json()["sessions"]
+        found = [s["session"] for s in listed if s["question"] == question]
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no session of {question!r} was recorded")
+
 # --- clients that read nothing -----------------------------------------------------------------------
 
 SEND_TIMEOUT_S = 1.0

@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from server.errors import (
     BadRequest,
     Busy,
+    ClientLeft,
     ContentTooLarge,
     NotAcceptable,
     NotFound,
     UnsupportedMediaType,
 )
 from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, trace_quads
-from server.http.context import current_config, current_runtime, current_store
+from server.http.context import client_left, current_config, current_runtime, current_store
 from server.http.descriptions import current_collections
 from server.http.keepalive import with_keepalive
 from server.http.negotiation import GRAPH_MEDIA, negotiate
@@ -181,7 +182,7 @@ def _answer(pipeline_of: Callable[[Runtime], StagedRun], limits_type: type[Limit
     try:
         messages = pipeline_of(runtime).run(query, collection, explainable and not read_only, limits)
         if not streaming:
-            response = jsonify(_collect(messages))
+            response = jsonify(_collect(messages, client_left()))
         else:
             keepalive_s = current_config().sse_keepalive_s if media == SSE else 0
             response = Response(_frames(messages, sse=media == SSE, keepalive_s=keepalive_s),
@@ -213,11 +214,15 @@ def _frames(messages: Iterator[GraphRagResponse], sse: bool, keepalive_s: float)
             close()
 
 
-def _collect(messages: Iterator[GraphRagResponse]) -> dict:
+def _collect(messages: Generator[GraphRagResponse, None, None], left: threading.Event | None = None) -> dict:
     """``{"answer", "outcome", "session", "explain_ids", "explain_kinds", "explain_collection", "error"}`` of a
-    whole run."""
+    whole run; stopped at the next message once ``left`` is set (the client closed its connection: the run is
+    recorded as cancelled, as a stream's is)."""
     pieces, explains, collection, error, outcome = [], [], None, None, None
     for message in messages:
+        if left is not None and left.is_set():
+            messages.close()
+            raise ClientLeft("the client left before its answer was complete: the run was stopped")
         outcome = message.outcome or outcome
         if message.explain_id:
             explains.append(message)
