@@ -244,6 +244,24 @@ def test_runaway_queries_move_to_the_long_lane_and_short_ones_are_answered(store
     assert "GLASSGRAPH_LONG_QUERIES" in refused.text and refused.headers.get("Retry-After")
 
 
+@pytest.mark.slow  # waits out deadlines by design (seconds)
+def test_one_clients_runaways_take_half_the_long_lane_and_another_client_still_gets_in(store: GraphStore) -> None:
+    """A long lane of two: one client's two runaway queries take one place (the second is refused with 429 naming
+    its share), so a long query of another client still gets the other one (it runs to its deadline: 422)."""
+    server = serve(_runaway_store(store), query_deadline_s=3.0, query_workers=2, long_queries=2, long_after_s=0.2)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            own = [pool.submit(post_query, server.url, RUNAWAY) for _ in range(2)]
+            refused = next(concurrent.futures.as_completed(own))  # the second to become long, at once
+            other = pool.submit(post_query, server.url, RUNAWAY, "127.0.0.2")
+            statuses = sorted(f.result()[0] for f in own)
+            other_status, other_body = other.result()
+    finally:
+        server.close()
+    assert statuses == [422, 429] and b"its share" in refused.result()[1], refused.result()
+    assert other_status == 422 and b"GLASSGRAPH_DEADLINE" in other_body, other_body  # admitted, stopped at its end
+
+
 def _send_and_ignore(url: str, text: str) -> None:
     """A query whose server is about to be killed: its fate is not what is tested."""
     try:

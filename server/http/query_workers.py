@@ -45,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
@@ -384,29 +385,40 @@ class _Pool:
 
 
 class _LongLane:
-    """Long queries (see ``_Worker.ask``): at most ``size`` at once, each moved
-    out of the way of short ones (see ``_Place.move_aside``)."""
+    """Long queries (see ``_Worker.ask``): at most ``size`` at once, each moved out of the way of short ones
+    (see ``_Place.move_aside``), and at most half of them (one at least) a client's, so that one client's
+    runaway queries leave room for another's long one."""
 
     def __init__(self, size: int) -> None:
-        self.size = size
-        self._places = threading.BoundedSemaphore(size) if size > 0 else None
+        self.size, self.per_client = size, max(1, size // 2)
+        self._taken: Counter[str] = Counter()
+        self._lock = threading.Lock()
 
-    def enter(self) -> None:
-        """Admit one long query; 429 when ``size`` of them run already."""
-        if self._places is None or not self._places.acquire(blocking=False):
-            raise Busy(f"{self.size} long-running queries are running already (GLASSGRAPH_LONG_QUERIES): this "
-                       "one was stopped when it became one; try it again later", {"Retry-After": "10"})
+    def enter(self, client: str) -> None:
+        """Admit one long query of ``client``; 429 when ``size`` of them run already, or its share."""
+        with self._lock:
+            if self._taken[client] >= self.per_client:
+                raise Busy(f"this client runs {self._taken[client]} long-running queries already, its share of the "
+                           f"{self.size} (GLASSGRAPH_LONG_QUERIES): this one was stopped when it became one; try it "
+                           "again when one of them has ended", {"Retry-After": "10"})
+            if self._taken.total() >= self.size:
+                raise Busy(f"{self.size} long-running queries are running already (GLASSGRAPH_LONG_QUERIES): this "
+                           "one was stopped when it became one; try it again later", {"Retry-After": "10"})
+            self._taken[client] += 1
 
-    def leave(self) -> None:
-        assert self._places is not None
-        self._places.release()
+    def leave(self, client: str) -> None:
+        with self._lock:
+            self._taken[client] -= 1
+            if not self._taken[client]:
+                del self._taken[client]
 
 
 class _Place:
     """A worker's place in the pool, held for one job; ``release`` when the job is over."""
 
-    def __init__(self, pool: _Pool, lane: _LongLane, worker: _Worker, lower_priority: bool) -> None:
+    def __init__(self, pool: _Pool, lane: _LongLane, worker: _Worker, client: str, lower_priority: bool) -> None:
         self.pool, self.lane, self.worker, self.lower_priority = pool, lane, worker, lower_priority
+        self.client = client
         self._lock = threading.Lock()
         self._moved = self._released = False
 
@@ -416,7 +428,7 @@ class _Place:
         with self._lock:
             if self._released:
                 return
-            self.lane.enter()
+            self.lane.enter(self.client)
             log.info("a query moved to the long lane (worker process %d)", self.worker.process.pid)
             self._moved = True
             self.pool.places.put(None)
@@ -435,7 +447,7 @@ class _Place:
             if not self._moved:
                 self.pool.give_back(self.worker)
                 return
-        self.lane.leave()
+        self.lane.leave(self.client)
         try:
             if self.lower_priority and self.worker.alive:
                 os.setpriority(os.PRIO_PROCESS, self.worker.process.pid, 0)
@@ -487,7 +499,7 @@ class QueryWorkers:
         no worker came free within it; 429 past ``client``'s fair share or a full long lane; stopped when
         ``client_left`` is set (the connection closed, ``server.http.asgi``)."""
         worker = self._queries.take(client, self.queue_wait_s)
-        place = _Place(self._queries, self._long, worker, lower_priority=True)
+        place = _Place(self._queries, self._long, worker, client, lower_priority=True)
         try:
             self._renew(worker, self._required(worker))
             return worker.ask(("query", worker.generation, task), deadline_s, place.move_aside, self.long_after_s,
@@ -551,7 +563,7 @@ class QueryWorkers:
             self._queries.give_back(worker)
             raise
         answered: concurrent.futures.Future[Answer] = concurrent.futures.Future()
-        place = _Place(self._queries, self._long, worker, lower_priority=False)
+        place = _Place(self._queries, self._long, worker, client, lower_priority=False)
 
         def run() -> None:
             try:
@@ -583,7 +595,7 @@ class QueryWorkers:
         the editor sends one per pause in typing: it must not hold up the updates' parse worker). A check
         that turns long (a text can make the parser's proof costly) steps aside as a query does."""
         worker = self._queries.take(client, self.queue_wait_s)
-        place = _Place(self._queries, self._long, worker, lower_priority=True)
+        place = _Place(self._queries, self._long, worker, client, lower_priority=True)
         try:
             return worker.ask(("syntax", task), deadline_s, place.move_aside, self.long_after_s)
         finally:
