@@ -282,6 +282,29 @@ def test_api_triples_answers_a_pattern_and_refuses_what_is_not_one(tmp_path: Pat
     assert ask({"collection": "nosuch"})[0] == 404
 
 
+
+def test_a_described_subject_cut_at_the_limit_keeps_its_types_and_single_values(tmp_path: Path) -> None:
+    """TrustGraph's trace reader asks for 100 quads of a step and knows it by its rdf:type: a retrieval step
+    of 150 edges lost its type, so the tool showed an empty trace."""
+    from pyoxigraph import Literal, NamedNode, Quad
+
+    from server import vocab
+    from server.config import Config
+    from server.http.app import create_app
+    from server.store import GraphStore
+
+    store, graph, step = GraphStore(tmp_path / "store"), vocab.collection_graph("default"), NamedNode("http://e/step")
+    singles = [Quad(step, vocab.RDF.type, vocab.PROV.Entity, graph),
+               Quad(step, NamedNode("http://e/count"), Literal("150"), graph)]
+    edges = [Quad(step, NamedNode("http://e/edge"), NamedNode(f"http://e/o{i}"), graph) for i in range(150)]
+    store.extend(edges + singles)
+    client = create_app(Config(store_path=None, load_sample=False, query_workers=0), store=store).test_client()
+    found = client.post("/api/triples", json={"s": {"t": "i", "i": step.value}, "limit": 100}).get_json()
+    answered = [(t["p"]["i"], t["o"].get("i") or t["o"].get("v")) for t in found["triples"]]
+    assert len(answered) == 100 and found["truncated"] is True
+    assert answered[:2] == [(vocab.RDF.type.value, vocab.PROV.Entity.value), ("http://e/count", "150")]
+    assert {p for p, _ in answered[2:]} == {"http://e/edge"}
+
 def test_a_wrong_token_fails_auth_and_an_empty_one_reads_as_anyone(server: ProductionServer) -> None:
     client = connect(server.url.replace("http://", "ws://") + "/api/v1/socket", open_timeout=10)
     client.send(json.dumps({"type": "auth", "token": "not-" + TOKEN}))
