@@ -5,8 +5,8 @@ The body is ``{"s", "p", "o"}`` (each optional, a term in the wire form of ``ser
 a literal or a triple term), ``collection`` (its knowledge graph; default: the configured collection) or
 ``g`` (a graph's IRI; TrustGraph's names ``urn:graph:source`` and ``urn:graph:retrieval`` are the collection's
 source graph and the explainability graph; in the former a ``dc:title`` is answered as ``dcterms:title`` too, the
-title TrustGraph's ``tg-show-extraction-provenance`` reads) and ``limit`` (1 to ``GLASSGRAPH_MAX_ROWS``, default
-100). The answer is
+title TrustGraph's ``tg-show-extraction-provenance`` reads) and ``limit`` (from 1, default 100; past
+``GLASSGRAPH_MAX_ROWS`` the answer stops there). The answer is
 ``{"triples": [{"s", "p", "o", "g"}], "truncated"}``: ``truncated`` when more quads match than ``limit``.
 """
 from __future__ import annotations
@@ -45,8 +45,10 @@ def triples() -> Response:
         raise BadRequest("'p' must be an IRI")
     limit = body.get("limit", DEFAULT_LIMIT)
     high = current_config().max_result_rows
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= high:
-        raise BadRequest(f"'limit' must be an integer between 1 and {high} (GLASSGRAPH_MAX_ROWS), got {limit!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise BadRequest(f"'limit' must be a positive integer (at most {high} are answered: GLASSGRAPH_MAX_ROWS), "
+                         f"got {limit!r}")
+    limit = min(limit, high)  # past the row limit the answer is cut there (truncated), as TrustGraph's tools expect
     store = current_store()
     trustgraph_source = body.get("g") == TRUSTGRAPH_SOURCE_GRAPH
     stored = vocab.DC.title if trustgraph_source and predicate == vocab.DCTERMS.title else predicate
