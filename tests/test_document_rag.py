@@ -22,6 +22,7 @@ from server.http.app import create_app
 from server.ingest.catalog import delete_document, list_documents
 from server.ingest.documents import Ingester
 from server.rag.label_index import LabelIndex
+from server.rag.passage_answer import best_sentences
 from server.rag.passage_embedders import LocalEmbedder, OpenAIEmbedder
 from server.rag.passage_index import COMMON_FLOOR, PassageIndex, PassageRow, make_passage_index
 from server.store import GraphStore
@@ -78,6 +79,27 @@ def test_an_ingested_document_answers_with_the_span_it_rests_on(client: FlaskCli
     assert not trace["passages"][1]["selected"]
     assert trace["passages"][0]["lexical"] > 0 and trace["passages"][0]["fused"] > trace["passages"][1]["fused"]
 
+
+
+SUEZ_MARKDOWN = ("# The Suez Canal\n\nThe Suez Canal is an artificial waterway in Egypt connecting the Mediterranean "
+                 "Sea to the Red Sea. It was completed in 1869 after ten years of construction. Ships pay tolls.\n")
+HOOVER_TEXT = ("The Hoover Dam\n\nThe Hoover Dam was built on the Colorado River during the Great Depression. "
+               "It was dedicated in 1935 by President Roosevelt.\n")
+
+
+@pytest.mark.parametrize("text, question, answer", [
+    (SUEZ_MARKDOWN, "When was the Suez Canal completed?", "1869"),
+    (HOOVER_TEXT, "When was the Hoover Dam dedicated?", "1935"),
+])
+def test_a_sentence_naming_its_subject_by_a_pronoun_answers_and_a_title_is_never_quoted(
+        text: str, question: str, answer: str) -> None:
+    """A newcomer's documents: the heading (a title line) held the question's names and was quoted as the answer;
+    the sentence that answers says "It"."""
+    sentences = best_sentences(question, [text], LocalEmbedder())
+    assert any(answer in s.text for s in sentences), sentences
+    assert not any(s.text.startswith("#") or "\n" in text[s.end:s.end + 2] and s.text.count(" ") < 4
+                   for s in sentences), sentences
+    assert [s.start for s in sentences] == sorted(s.start for s in sentences)  # one passage's, in its order
 
 def test_a_question_the_documents_do_not_answer_is_no_answer(client: FlaskClient) -> None:
     ingest(client, CANAL, "egypt.txt")

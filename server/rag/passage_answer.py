@@ -35,6 +35,21 @@ _BOUNDARY = re.compile(r"(?<![A-Z])(?<!\b[A-Z]\.[A-Z])([.!?])[\"')\]]*\s+(?=[\"'
 _MARKUP_LINE = re.compile(r"[ \t]*(?:(?P<rule>[=\-*_~]{3,}|`{3,}[\w+-]*)|#{1,6}[ \t][^\n]*)[ \t]*")
 
 
+# A heading line (Markdown's #), or a short line without a stop, a digit or a colon that a blank line follows (a
+# plain text's title): no statement to quote
+_HEADING = re.compile(r"#{1,6}[ \t]")
+_TITLE_WORDS = 10
+_PRONOUN_OPENING = re.compile(r"(?:It|Its|They|Their|He|His|She|Her|This|These)\b")
+
+
+def _is_title(text: str, start: int, end: int) -> bool:
+    piece = text[start:end]
+    if _HEADING.match(piece):
+        return True
+    return ("\n" not in piece and piece[-1:] not in ".!?:;\"')" and not re.search(r"[\d:]", piece)
+            and len(piece.split()) <= _TITLE_WORDS and re.match(r"[ \t]*\n[ \t]*\n", text[end:]) is not None)
+
+
 @dataclass(frozen=True)
 class Sentence:
     """A sentence of passage ``passage`` (its position among the candidates), ``start``..``end`` in its text."""
@@ -112,13 +127,18 @@ def answering_sentences(question: str, collection: str, passages: Sequence[Passa
 
 def best_sentences(question: str, passages: Sequence[str], embedder: PassageEmbedder) -> list[Sentence]:
     """The sentences of ``passages`` that answer ``question``, best first (at most ``MAX_SENTENCES``);
-    empty when none holds enough of it."""
+    empty when none holds enough of it. A heading or a title line states nothing: it is no candidate. A
+    sentence that opens with a pronoun ("It was completed in 1869") holds the words of the sentence before it
+    too, whose subject the pronoun names."""
     asked = terms(question)
     candidates = [(number, start, end, text[start:end]) for number, text in enumerate(passages)
-                  for start, end in sentence_spans(text)]
+                  for start, end in sentence_spans(text) if not _is_title(text, start, end)]
     if not asked or not candidates:
         return []
     held = [terms(sentence) for *_, sentence in candidates]
+    for i in range(1, len(candidates)):
+        if candidates[i][0] == candidates[i - 1][0] and _PRONOUN_OPENING.match(candidates[i][3]):
+            held[i] = held[i] | terms(candidates[i - 1][3])
     counts = {term: sum(term in words for words in held) for term in asked}
     weight = {term: math.log(1 + len(held) / (1 + count)) if count else ABSENT_WEIGHT for term, count in counts.items()}
     total = sum(weight.values())
@@ -130,7 +150,9 @@ def best_sentences(question: str, passages: Sequence[str], embedder: PassageEmbe
             scored.append(Sentence(number, start, end, sentence,
                                    coverage + MEANING_WEIGHT * float(vector @ meaning[0])))
     scored.sort(key=lambda s: (-s.score, s.passage, s.start))
-    return [s for s in scored[:MAX_SENTENCES] if s.score >= SECOND_SENTENCE * scored[0].score] if scored else []
+    chosen = [s for s in scored[:MAX_SENTENCES] if s.score >= SECOND_SENTENCE * scored[0].score] if scored else []
+    first = chosen[0].passage if chosen else None
+    return sorted(chosen, key=lambda s: (s.passage != first, s.start))  # one passage's sentences in its order
 
 
 Span = tuple[int, str, int, int]  # an answer's mark, the chunk, the offset and length of the sentence in its text
