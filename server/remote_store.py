@@ -39,6 +39,7 @@ from pyoxigraph import (
     Triple,
     parse,
     parse_query_results,
+    serialize,
 )
 from requests.adapters import HTTPAdapter
 
@@ -256,7 +257,7 @@ class RemoteStore(StoreBackend):
                                           "g": [self.graph_on_engine(graph)]}, limit)
         # a triple term as subject: a statement's own description (the reification dialect), not data
         return (Quad(row["s"], row["p"], row["o"], self._graph_read_back(row["g"])) for row in rows
-                if not isinstance(row["s"], Triple))
+                if not isinstance(row["s"], Triple) and row["g"].value not in ENGINE_GRAPHS)
 
     def named_graphs(self) -> list[NamedNode]:
         """The engine's named graphs but its own (``dialects.ENGINE_GRAPHS``) and the default graph's stand-in."""
@@ -355,9 +356,16 @@ class RemoteStore(StoreBackend):
 
     def dump(self, output: str | Path | None, fmt: RdfFormat = RdfFormat.TRIG,
              graph: GraphName | None = None) -> bytes | None:
-        """The engine's Graph Store answer: the whole dataset (``fmt`` a dataset format) or one graph."""
+        """The engine's Graph Store answer: the whole dataset (``fmt`` a dataset format) or one graph. In the
+        reification dialect the quads as Glassgraph reads them (``quads``: statement nodes read back as triple
+        terms, their descriptions and the engine's own graphs left out), written here: the engine's Graph Store
+        would give the statement nodes (and Virtuoso's writes no N-Quads). Its answer is one SPARQL result, which
+        Virtuoso cuts at its ``ResultSetMaxRows``."""
         if graph is None and not fmt.supports_datasets:
             graph = DefaultGraph()
+        if self.dialect == REIFICATION:
+            quads = self.quads(graph=graph)
+            return serialize(quads if graph is None else (q.triple for q in quads), output, fmt)
         graph = self.graph_on_engine(graph)
         params = {} if graph is None else {"default": ""} if isinstance(graph, DefaultGraph) else {"graph": graph.value}
         response = self.send("GET", self.endpoints.data, read=True, stream=True, params=params,

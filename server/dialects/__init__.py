@@ -22,6 +22,10 @@ UNION_PARAMS: dict[str, list[tuple[str, str]]] = {"rdf12": [("union-default-grap
 _VIRTUOSO_ASK = "__ASK_RETVAL"
 _VIRTUOSO_SERVER = "Virtuoso/"  # how Virtuoso names itself in every answer's Server header
 _VIRTUOSO_DESCRIBE = 'DEFINE sql:describe-mode "CBD"\n'
+# Virtuoso labels a blank node "nodeID://b10000" in SPARQL JSON (no valid label: pyoxigraph refuses it) and
+# "_:b10000" in N-Triples; written so, the label is the same in both.
+_VIRTUOSO_BNODE = b'"type": "bnode", "value": "nodeID://'
+_STANDARD_BNODE = b'"type": "bnode", "value": "'
 
 # Where the default graph is kept on an engine that has none of its own: Virtuoso 7's default graph is the
 # union of all graphs, and it refuses a write without GRAPH ("No plain default graph") and the Graph Store's
@@ -55,7 +59,9 @@ def default_graph_stand_in(dialect: str) -> NamedNode | None:
 
 def standard_results(content: bytes) -> bytes:
     """An engine's SPARQL JSON answer as the standard says it: Virtuoso answers an ASK with one binding of
-    ``__ASK_RETVAL`` (1 or 0) instead of ``boolean``; every other answer is returned as it is."""
+    ``__ASK_RETVAL`` (1 or 0) instead of ``boolean``, and labels blank nodes with a URL (``nodeID://``); every
+    other answer is returned as it is."""
+    content = content.replace(_VIRTUOSO_BNODE, _STANDARD_BNODE)  # inside a JSON string a quote is escaped
     if _VIRTUOSO_ASK.encode() not in content[:200]:
         return content
     answer = json.loads(content)
