@@ -63,7 +63,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("store_backend", backends, indirect=True, scope="session")
 
 
-both_backends = pytest.mark.parametrize("store_backend", BACKENDS, indirect=True, scope="session")  # one test
+every_backend = pytest.mark.parametrize("store_backend", VIRTUOSO_BACKENDS, indirect=True, scope="session")  # one test
 
 
 @pytest.fixture(scope="session")
