@@ -292,12 +292,12 @@ class RemoteStore(StoreBackend):
             finally:
                 self._count_write()
 
-    def run_update(self, text: str, base_iri: str | None = None, names_dataset: bool = False) -> None:
-        """The default graph of an update that names no dataset is the stand-in, where the dialect has one (on
-        Virtuoso a ``default-graph-uri`` joins the text's ``USING`` instead of giving way to it)."""
+    def run_update(self, text: str, base_iri: str | None = None, default_graph: bool = False) -> None:
+        """With ``default_graph`` the update's default graph is the stand-in, where the dialect has one (only
+        then: on Virtuoso a ``default-graph-uri`` joins the text's ``USING`` instead of giving way to it)."""
         if base_iri is not None:  # a BASE in the text comes later in the prologue and wins
             text = f"BASE {render_term(NamedNode(base_iri))}\n{text}"
-        dataset = [] if self.stand_in is None or names_dataset else [("default-graph-uri", self.stand_in.value)]
+        dataset = [("default-graph-uri", self.stand_in.value)] if self.stand_in is not None and default_graph else []
         with self.writing():
             self.send("POST", self.endpoints.update, read=False, data=[("update", text), *dataset]).close()
 

@@ -136,9 +136,10 @@ class StoreBackend(ABC):
         """Hold this process's writers' lock (read-modify-write sequences); counts a write when it ends."""
 
     @abstractmethod
-    def run_update(self, text: str, base_iri: str | None = None, names_dataset: bool = False) -> None:
+    def run_update(self, text: str, base_iri: str | None = None, default_graph: bool = False) -> None:
         """Run a SPARQL update atomically; relative IRIs resolve against ``base_iri`` unless it says BASE.
-        ``names_dataset``: the text has ``USING`` or ``WITH``, which set its dataset (a client's update)."""
+        ``default_graph``: what the text writes or matches outside ``GRAPH`` is the store's default graph (a
+        client's update without ``USING`` or ``WITH``; Glassgraph's own name every graph)."""
 
     @abstractmethod
     def write_graph(self, graph: GraphName, triples: Sequence[Triple], replace: bool) -> bool:

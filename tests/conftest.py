@@ -63,7 +63,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("store_backend", backends, indirect=True, scope="session")
 
 
-every_backend = pytest.mark.parametrize("store_backend", VIRTUOSO_BACKENDS, indirect=True, scope="session")  # one test
+both_backends = pytest.mark.parametrize("store_backend", BACKENDS, indirect=True, scope="session")  # one test
+# one test on both backends and on Virtuoso
+every_backend = pytest.mark.parametrize("store_backend", VIRTUOSO_BACKENDS, indirect=True, scope="session")
 
 
 @pytest.fixture(scope="session")
