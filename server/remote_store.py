@@ -39,11 +39,12 @@ from pyoxigraph import (
     Triple,
     parse,
     parse_query_results,
+    serialize,
 )
 from requests.adapters import HTTPAdapter
 
 from server import vocab
-from server.dialects import ENGINE_GRAPHS, reification, standard_results, union_params
+from server.dialects import ENGINE_GRAPHS, default_graph_stand_in, reification, standard_results, union_params
 from server.errors import BadRequest, RemoteFailed, StoreUnavailable
 from server.sparql_templates import RDF12, REIFICATION, Term, data_line, dialect_template, render_term
 from server.store import insert_data_update
@@ -101,6 +102,7 @@ class RemoteStore(StoreBackend):
         super().__init__(explain_collection)
         self.path = None
         self.endpoints, self.dialect = endpoints, dialect
+        self.stand_in = default_graph_stand_in(dialect)  # where the default graph is kept, if in a named graph
         self.timeout = (connect_timeout_s, timeout_s)
         self.session = requests.Session()
         # The engine is reached at its configured URL with its configured credentials: never through the
@@ -115,6 +117,7 @@ class RemoteStore(StoreBackend):
             self.session.auth = (endpoints.user, endpoints.password or "")
         self._sent_lock = threading.Lock()
         self.requests_sent = 0
+        self.server: str | None = None  # the engine's Server header, from its first answer
         self._write_lock = threading.RLock()
 
     @property
@@ -150,6 +153,7 @@ class RemoteStore(StoreBackend):
                 raise StoreUnavailable(f"{engine} did not answer in time ({(timeout or self.timeout)[1]:g} s, "
                                        "GLASSGRAPH_DEADLINE): it is overloaded, or its own timeout is longer") from exc
             if response.status_code < 400:
+                self.server = response.headers.get("Server", "")
                 return response
             status, kind = response.status_code, response.headers.get("Content-Type", "").split(";")[0]
             message = response.text[:300].strip()
@@ -170,9 +174,18 @@ class RemoteStore(StoreBackend):
             raise RemoteFailed(f"{engine} answered {status}: {message}")
         raise AssertionError("unreachable")
 
+    def engine_software(self) -> str:
+        """The engine's ``Server`` header (``dialects.client_prologue`` reads quirks from it), asked with an empty
+        ``ASK`` if nothing has been sent to it yet."""
+        if self.server is None:
+            self.send("POST", self.endpoints.query, read=True, data={"query": "ASK {}"},
+                      headers={"Accept": _RESULTS_JSON}).close()
+        return self.server or ""
+
     def dataset_params(self, text: str, options: dict[str, object]) -> list[tuple[str, str]]:
         """The protocol's dataset for a template run with graph ``options`` (see the module docstring)."""
         graph = options.get("default_graph")
+        graph = self.graph_on_engine(graph) if isinstance(graph, DefaultGraph) else graph
         if isinstance(graph, NamedNode):
             return [("default-graph-uri", graph.value)] + [("named-graph-uri", iri) for iri in _constant_graphs(text)]
         if options.get("use_default_graph_as_union"):
@@ -204,6 +217,22 @@ class RemoteStore(StoreBackend):
         rows = json.loads(self._answer(text, []))["results"]["bindings"]
         return {row["st"]["value"]: {"subject": row["s"], "predicate": row["p"], "object": row["o"]} for row in rows}
 
+    # --- the default graph ----------------------------------------------------------------------
+
+    def graph_on_engine(self, graph: GraphName | None) -> GraphName | None:
+        """Where ``graph`` is on the engine: the default graph is the stand-in where the dialect has one."""
+        return self.stand_in if self.stand_in is not None and isinstance(graph, DefaultGraph) else graph
+
+    def placed(self, quads: Iterable[Quad]) -> Iterable[Quad]:
+        """The default graph's quads in the stand-in (where the dialect has one), the others as they are."""
+        if self.stand_in is None:
+            return quads
+        return (Quad(q.subject, q.predicate, q.object, self.stand_in) if isinstance(q.graph_name, DefaultGraph)
+                else q for q in quads)
+
+    def _graph_read_back(self, graph: NamedNode) -> GraphName:
+        return DefaultGraph() if graph == self.stand_in else graph
+
     # --- reading -------------------------------------------------------------------------------
 
     def query(self, name: str, values: Values | None = None, limit: int | None = None,
@@ -216,21 +245,24 @@ class RemoteStore(StoreBackend):
 
     def quads(self, subject: Term | None = None, predicate: NamedNode | None = None, obj: Term | None = None,
               graph: GraphName | None = None, limit: int | None = None) -> Iterator[Quad]:
-        """Named graphs only when ``graph`` is None; the default graph itself through the Graph Store."""
-        if isinstance(graph, DefaultGraph):
+        """Named graphs only when ``graph`` is None (and the default graph's stand-in, as the default graph);
+        the default graph itself through the Graph Store."""
+        if isinstance(graph, DefaultGraph) and self.stand_in is None:
             data = self.dump(None, RdfFormat.N_TRIPLES, graph)
             found = (Quad(t.subject, t.predicate, t.object, graph) for t in parse(data, format=RdfFormat.N_TRIPLES)
                      if all(want is None or want == got for want, got in
                             ((subject, t.subject), (predicate, t.predicate), (obj, t.object))))
             return islice(found, limit)
-        rows = self.query("store_quads", {("s", "p", "o"): [(subject, predicate, obj)], "g": [graph]}, limit)
+        rows = self.query("store_quads", {("s", "p", "o"): [(subject, predicate, obj)],
+                                          "g": [self.graph_on_engine(graph)]}, limit)
         # a triple term as subject: a statement's own description (the reification dialect), not data
-        return (Quad(row["s"], row["p"], row["o"], row["g"]) for row in rows if not isinstance(row["s"], Triple))
+        return (Quad(row["s"], row["p"], row["o"], self._graph_read_back(row["g"])) for row in rows
+                if not isinstance(row["s"], Triple) and row["g"].value not in ENGINE_GRAPHS)
 
     def named_graphs(self) -> list[NamedNode]:
-        """The engine's named graphs but its own (``dialects.ENGINE_GRAPHS``)."""
-        return [row["g"] for row in self.query("store_named_graphs")
-                if isinstance(row["g"], NamedNode) and row["g"].value not in ENGINE_GRAPHS]
+        """The engine's named graphs but its own (``dialects.ENGINE_GRAPHS``) and the default graph's stand-in."""
+        return [row["g"] for row in self.query("store_named_graphs") if isinstance(row["g"], NamedNode)
+                and row["g"].value not in ENGINE_GRAPHS and row["g"] != self.stand_in]
 
     def has_graph(self, graph: GraphName) -> bool:
         return isinstance(graph, DefaultGraph) or bool(self.query("store_has_graph", {"g": [graph]}))
@@ -240,8 +272,9 @@ class RemoteStore(StoreBackend):
         return sum(int(row["n"].value) for row in self.query("graph_counts") if row["g"].value not in ENGINE_GRAPHS)
 
     def is_empty(self) -> bool:
-        """No quad in a named graph but the engine's own."""
-        return all(next(self.quads(graph=graph, limit=1), None) is None for graph in self.named_graphs())
+        """No quad in a named graph but the engine's own (nor in the default graph's stand-in)."""
+        graphs = [*self.named_graphs(), *([] if self.stand_in is None else [DefaultGraph()])]
+        return all(next(self.quads(graph=graph, limit=1), None) is None for graph in graphs)
 
     def data_version(self, collection: str) -> str | None:
         """The collection's data version, replaced by every write into it through any app worker."""
@@ -259,16 +292,19 @@ class RemoteStore(StoreBackend):
             finally:
                 self._count_write()
 
-    def run_update(self, text: str, base_iri: str | None = None) -> None:
+    def run_update(self, text: str, base_iri: str | None = None, default_graph: bool = False) -> None:
+        """With ``default_graph`` the update's default graph is the stand-in, where the dialect has one (only
+        then: on Virtuoso a ``default-graph-uri`` joins the text's ``USING`` instead of giving way to it)."""
         if base_iri is not None:  # a BASE in the text comes later in the prologue and wins
             text = f"BASE {render_term(NamedNode(base_iri))}\n{text}"
+        dataset = [("default-graph-uri", self.stand_in.value)] if self.stand_in is not None and default_graph else []
         with self.writing():
-            self.send("POST", self.endpoints.update, read=False, data={"update": text}).close()
+            self.send("POST", self.endpoints.update, read=False, data=[("update", text), *dataset]).close()
 
     def write_graph(self, graph: GraphName, triples: Sequence[Triple], replace: bool) -> bool:
         with self.writing():
             created = not self.has_graph(graph)
-            self.run_update(insert_data_update(graph, triples, replace, self.dialect))
+            self.run_update(insert_data_update(self.graph_on_engine(graph), triples, replace, self.dialect))
         return created
 
     def drop_graph(self, graph: GraphName) -> bool:
@@ -276,12 +312,13 @@ class RemoteStore(StoreBackend):
             if not self.has_graph(graph):
                 return False
             # SILENT: Virtuoso refuses to drop a graph no CREATE made (its triples are removed all the same)
-            self.run_update("CLEAR DEFAULT" if isinstance(graph, DefaultGraph)
-                            else f"DROP SILENT GRAPH {render_term(graph)}")
+            target = self.graph_on_engine(graph)
+            self.run_update("CLEAR DEFAULT" if isinstance(target, DefaultGraph)
+                            else f"DROP SILENT GRAPH {render_term(target)}")
         return True
 
     def _data_lines(self, quads: Iterable[Quad]) -> Iterator[str]:
-        for q in quads:
+        for q in self.placed(quads):
             terms = [q.subject, q.predicate, q.object]
             if not isinstance(q.graph_name, DefaultGraph):
                 terms.append(q.graph_name)
@@ -289,7 +326,7 @@ class RemoteStore(StoreBackend):
 
     def extend(self, quads: Iterable[Quad]) -> None:
         """One ``INSERT DATA`` request: the engine applies all of it or nothing."""
-        data = quad_data(quads, self.dialect)
+        data = quad_data(self.placed(quads), self.dialect)
         if data:
             self.run_update(insert_data(data, self.dialect))
 
@@ -319,9 +356,17 @@ class RemoteStore(StoreBackend):
 
     def dump(self, output: str | Path | None, fmt: RdfFormat = RdfFormat.TRIG,
              graph: GraphName | None = None) -> bytes | None:
-        """The engine's Graph Store answer: the whole dataset (``fmt`` a dataset format) or one graph."""
+        """The engine's Graph Store answer: the whole dataset (``fmt`` a dataset format) or one graph. In the
+        reification dialect the quads as Glassgraph reads them (``quads``: statement nodes read back as triple
+        terms, their descriptions and the engine's own graphs left out), written here: the engine's Graph Store
+        would give the statement nodes (and Virtuoso's writes no N-Quads). Its answer is one SPARQL result, which
+        Virtuoso cuts at its ``ResultSetMaxRows``."""
         if graph is None and not fmt.supports_datasets:
             graph = DefaultGraph()
+        if self.dialect == REIFICATION:
+            quads = self.quads(graph=graph)
+            return serialize(quads if graph is None else (q.triple for q in quads), output, fmt)
+        graph = self.graph_on_engine(graph)
         params = {} if graph is None else {"default": ""} if isinstance(graph, DefaultGraph) else {"graph": graph.value}
         response = self.send("GET", self.endpoints.data, read=True, stream=True, params=params,
                              headers={"Accept": fmt.media_type})

@@ -119,7 +119,7 @@ class GraphStore(StoreBackend):
             finally:
                 self._count_write()
 
-    def run_update(self, text: str, base_iri: str | None = None) -> None:
+    def run_update(self, text: str, base_iri: str | None = None, default_graph: bool = False) -> None:
         with self.writing() as store:
             store.update(text, base_iri=base_iri)
 

@@ -136,8 +136,10 @@ class StoreBackend(ABC):
         """Hold this process's writers' lock (read-modify-write sequences); counts a write when it ends."""
 
     @abstractmethod
-    def run_update(self, text: str, base_iri: str | None = None) -> None:
-        """Run a SPARQL update atomically; relative IRIs resolve against ``base_iri`` unless it says BASE."""
+    def run_update(self, text: str, base_iri: str | None = None, default_graph: bool = False) -> None:
+        """Run a SPARQL update atomically; relative IRIs resolve against ``base_iri`` unless it says BASE.
+        ``default_graph``: what the text writes or matches outside ``GRAPH`` is the store's default graph (a
+        client's update without ``USING`` or ``WITH``; Glassgraph's own name every graph)."""
 
     @abstractmethod
     def write_graph(self, graph: GraphName, triples: Sequence[Triple], replace: bool) -> bool:
@@ -163,6 +165,11 @@ class StoreBackend(ABC):
     @abstractmethod
     def backup(self, target: str | Path) -> None:
         """A consistent copy of the store in ``target``."""
+
+    def placed(self, quads: Iterable[Quad]) -> Iterable[Quad]:
+        """``quads`` in the graphs where this store keeps them (the remote store may keep the default graph in
+        a named graph: ``RemoteStore.placed``)."""
+        return quads
 
     def flush(self) -> None:
         """Make what was written durable for other readers (a no-op where the engine does it)."""
@@ -192,14 +199,15 @@ class StoreBackend(ABC):
     def update_then_extend(self, name: str, values: Values, quads: Iterable[Quad]) -> None:
         """Update template ``name``, then add ``quads``, in one transaction (one update): all or nothing."""
         operations = [template_text(name, values, dialect=self.dialect)]
-        data = quad_data(quads, self.dialect)
+        data = quad_data(self.placed(quads), self.dialect)
         if data:
             operations.append(insert_data(data, self.dialect))
         self.run_update(" ;\n".join(operations))
 
     def rewrite(self, removed: Iterable[Quad], added: Iterable[Quad]) -> None:
         """Remove ``removed`` and add ``added`` in one transaction (no blank nodes in either)."""
-        removing, adding = quad_data(removed, self.dialect, False), quad_data(added, self.dialect)
+        removing = quad_data(self.placed(removed), self.dialect, False)
+        adding = quad_data(self.placed(added), self.dialect)
         operations = ([f"DELETE DATA {{\n{removing}\n}}"] if removing else []) + (
             [insert_data(adding, self.dialect)] if adding else [])
         if operations:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import both_backends, own_store
+from conftest import both_backends, every_backend, own_store, skip_on_virtuoso
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from live_server import LiveServer, Serving, post_query, serve
@@ -70,7 +70,7 @@ def holds(server: LiveServer, triple: str) -> bool:
 
 # --- SERVICE and LOAD ---------------------------------------------------------------------------
 
-@both_backends
+@every_backend
 def test_a_keyword_glued_to_a_number_is_still_refused(live: LiveServer, listener: LoopbackListener) -> None:
     """``61855120SERVICE`` is an integer and the keyword to the parser; a word-boundary search missed it."""
     text = f"SELECT * WHERE {{ ?s ?p 61855120SERVICE <{listener.url}> {{ ?x ?y ?z }} }}"
@@ -79,13 +79,15 @@ def test_a_keyword_glued_to_a_number_is_still_refused(live: LiveServer, listener
     assert listener.calls == []
 
 
-@both_backends
+@every_backend
 def test_the_same_query_does_call_out_when_allowed(store: GraphStore, listener: LoopbackListener,
-                                                   serving: Serving) -> None:
+                                                   serving: Serving, store_backend: str) -> None:
     """The property below means something: a glued keyword reaches the network unless the guard stops it."""
     store.extend([Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), Literal(1), NamedNode(EX + "g"))])
     server = serving(store, service_allow=(listener.url,))
     response = ask(server, f"SELECT * WHERE {{ ?s ?p 1SERVICE <{listener.url}> {{ ?x ?y ?z }} }}")
+    skip_on_virtuoso(store_backend, "Virtuoso 7's SERVICE client reads no SPARQL JSON results (RDFZZ: unsupported "
+                     "Content-Type), which the test's listener answers")
     assert response.status_code == 200 and len(listener.calls) == 1
 
 
@@ -125,7 +127,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Ite
     endpoint.close()
 
 
-@both_backends
+@every_backend
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(before=st.lists(_NEIGHBOURS, max_size=2).map("".join), keyword=_KEYWORD,
        after=st.lists(_NEIGHBOURS, max_size=2).map("".join), as_update=st.booleans())
@@ -153,7 +155,7 @@ def test_no_text_makes_the_server_call_out(guarded: tuple, before: str, keyword:
     "SELECT * WHERE { FILTER(" + "!" * 10000 + "true) }",
     "SELECT * WHERE { ?s " + "(" * 30000 + "<p>" + ")" * 30000 + " ?o }",
 ])
-@both_backends
+@every_backend
 def test_deep_nesting_is_refused_before_any_parse(live: LiveServer, text: str) -> None:
     """Each of these killed the server process (SIGSEGV in the parser); here the server would die with it."""
     response = ask(live, text)
@@ -396,7 +398,7 @@ def test_the_guards_check_is_held_to_the_deadline(store: GraphStore, serving: Se
     assert response.status_code == 422 and "GLASSGRAPH_DEADLINE" in response.text
 
 
-@both_backends
+@every_backend
 def test_an_unterminated_string_is_refused_without_quadratic_lexing(live: LiveServer) -> None:
     """Each of 30,000 quotes started a scan to the end of the line: minutes of CPU for 60 KB (the comment
     makes the server lex the text, looking for FROM)."""
@@ -404,7 +406,7 @@ def test_an_unterminated_string_is_refused_without_quadratic_lexing(live: LiveSe
     assert response.status_code == 400 and "does not end" in response.text
 
 
-@both_backends
+@both_backends  # not on Virtuoso: 24 s to build the 512 kB string; the cap is the forward's, tried on Oxigraph's
 def test_an_answer_over_the_byte_limit_is_refused(store: GraphStore, serving: Serving) -> None:
     server = serving(store, max_result_bytes=100_000)
     doubled = "CONCAT(?v, ?v)"

@@ -10,6 +10,7 @@ from pyoxigraph import DefaultGraph, Literal, NamedNode, Quad, RdfFormat, Triple
 from server.store import GraphStore
 
 BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
+VIRTUOSO = True  # conftest: and on Virtuoso 7 (the reification dialect)
 
 EX = "http://example.org/"
 G = EX + "graph"

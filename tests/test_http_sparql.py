@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from conftest import own_store
+from conftest import ENGINE_GRAPHS_IN_UNION, NO_TRIPLE_TERMS, own_store, skip_on_virtuoso
 from live_server import LiveServer, Serving, serve
 from pyoxigraph import (
     Literal,
@@ -22,14 +22,17 @@ from pyoxigraph import (
     parse_query_results,
 )
 
+from server.sparql_templates import REIFICATION
 from server.store import GraphStore
 
 BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
+VIRTUOSO = True  # conftest: and on Virtuoso 7 (the reification dialect)
 
 EX = "http://example.org/"
 A, B, D, P, Q = (NamedNode(EX + n) for n in ("a", "b", "d", "p", "q"))
 G1, G2 = NamedNode(EX + "g1"), NamedNode(EX + "g2")
 FACT = Triple(A, P, Literal("one"))
+PLAIN_FACT = NamedNode(EX + "fact")  # in FACT's place where the engine holds no triple terms (Virtuoso)
 TOKEN = "s3cret"
 ELSEWHERE = "https://elsewhere.example"  # the one origin whose pages may read (GLASSGRAPH_CORS_ORIGINS)
 SELECT_ALL = "SELECT ?s ?p ?o WHERE { ?s ?p ?o } ORDER BY ?s ?p ?o"
@@ -37,8 +40,10 @@ JSON_RESULTS = "application/sparql-results+json"
 
 
 def fill(store: GraphStore) -> GraphStore:
+    """Four quads; a statement node would add four more that a client's query sees, so an engine without
+    triple terms holds a plain IRI in FACT's place (the cases about triple terms skip there)."""
     store.extend([Quad(D, P, Literal("default")),
-                  Quad(A, P, Literal("one"), G1), Quad(A, Q, FACT, G1),
+                  Quad(A, P, Literal("one"), G1), Quad(A, Q, PLAIN_FACT if store.dialect == REIFICATION else FACT, G1),
                   Quad(B, P, Literal("two", language="en"), G2)])
     return store
 
@@ -72,16 +77,18 @@ def query(server: LiveServer, text: str, accept: str = JSON_RESULTS, **params: o
 
 # --- query operations ---------------------------------------------------------------------------
 
-def test_query_by_get_post_form_and_post_direct_agree(server: LiveServer) -> None:
+def test_query_by_get_post_form_and_post_direct_agree(server: LiveServer, store_backend: str) -> None:
     by_get = rows(query(server, SELECT_ALL))
     by_form = rows(requests.post(server.url + "/sparql", data={"query": SELECT_ALL}, headers={"Accept": JSON_RESULTS}))
     by_body = rows(requests.post(server.url + "/sparql", data=SELECT_ALL.encode(),
                                  headers={"Content-Type": "application/sparql-query", "Accept": JSON_RESULTS}))
     assert by_get == by_form == by_body
+    skip_on_virtuoso(store_backend, ENGINE_GRAPHS_IN_UNION)
     assert len(by_get) == 4  # the default graph is the union of all graphs
 
 
-def test_triple_terms_survive_every_results_format(server: LiveServer) -> None:
+def test_triple_terms_survive_every_results_format(server: LiveServer, store_backend: str) -> None:
+    skip_on_virtuoso(store_backend, NO_TRIPLE_TERMS)
     text = f"SELECT ?o WHERE {{ <{A.value}> <{Q.value}> ?o }}"
     for media in (JSON_RESULTS, "application/sparql-results+xml", "text/tab-separated-values"):
         assert rows(query(server, text, media)) == [{"o": FACT}], media
@@ -103,8 +110,10 @@ def test_results_negotiation_with_q_values_and_wildcards(server: LiveServer, acc
     assert response.headers["Content-Type"].split(";")[0] == expected
 
 
-def test_awkward_values_round_trip(server: LiveServer) -> None:
+def test_awkward_values_round_trip(server: LiveServer, store_backend: str) -> None:
     """Quotes, newlines, tabs, commas, markup, datatypes, blank nodes and unbound values in every format."""
+    skip_on_virtuoso(store_backend, "Virtuoso 7 implements no BNODE(string) (SP031: built-in function is not "
+                     "implemented)")
     text = ('SELECT ?a ?b ?c ?d ?e WHERE { VALUES (?a ?b ?c) { ("say \\"hi\\",\\n\\tthen <b>&amp;</b>" '
             '"42"^^<http://www.w3.org/2001/XMLSchema#integer> UNDEF) } BIND(BNODE("x") AS ?d) '
             'BIND("été"@fr AS ?e) }')
@@ -139,7 +148,8 @@ def test_construct_in_every_graph_format(server: LiveServer, media: str, fmt: Rd
     assert [q.triple for q in parse(response.content, format=fmt)] == [Triple(B, P, Literal("two", language="en"))]
 
 
-def test_construct_defaults_to_turtle_and_keeps_triple_terms(server: LiveServer) -> None:
+def test_construct_defaults_to_turtle_and_keeps_triple_terms(server: LiveServer, store_backend: str) -> None:
+    skip_on_virtuoso(store_backend, NO_TRIPLE_TERMS)
     response = query(server, f"CONSTRUCT WHERE {{ <{A.value}> <{Q.value}> ?o }}", "*/*")
     assert response.headers["Content-Type"].startswith("text/turtle")
     assert [q.triple for q in parse(response.content, format=RdfFormat.TURTLE)] == [Triple(A, Q, FACT)]
@@ -163,15 +173,19 @@ def test_a_turtle_answer_writes_iris_with_the_prefixes_the_query_declares(server
     (f"PREFIX xmlns: <{EX}>\nPREFIX xml: <{EX}x/>\nCONSTRUCT WHERE {{ xmlns:b ?p ?o }}", "application/rdf+xml"),
 ])
 def test_prefixes_that_would_break_the_answer_are_not_written_with(server: LiveServer, text: str,
-                                                                   media: str) -> None:
+                                                                   media: str, store_backend: str) -> None:
     """The attacker's pass: both answers were 200 and unreadable (``_:b _:p``; ``xmlns:xmlns=...``)."""
+    if "<2#>" in text:
+        skip_on_virtuoso(store_backend, "Virtuoso 7's lexer reads <2#> in 1<2#> as an IRI, where SPARQL reads 2 and a "
+                         "comment (its 400 names the syntax error)")
     response = query(server, text, media)
     assert response.status_code == 200, response.text
     fmt = RdfFormat.TURTLE if media == "text/turtle" else RdfFormat.RDF_XML
     assert [q.triple for q in parse(response.content, format=fmt)] == [Triple(B, P, Literal("two", language="en"))]
 
 
-def test_json_ld_with_triple_terms_falls_back_or_is_406(server: LiveServer) -> None:
+def test_json_ld_with_triple_terms_falls_back_or_is_406(server: LiveServer, store_backend: str) -> None:
+    skip_on_virtuoso(store_backend, NO_TRIPLE_TERMS)
     text = f"DESCRIBE <{A.value}>"
     fallback = query(server, text, "application/ld+json, application/n-triples;q=0.5")
     assert fallback.status_code == 200
@@ -258,9 +272,11 @@ def test_default_graph_uri_and_named_graph_uri_define_the_dataset(server: LiveSe
     assert rows(query(server, SELECT_ALL, **{"named-graph-uri": G1.value})) == []  # empty default graph
 
 
-def test_from_in_the_query_replaces_the_union_default_graph(server: LiveServer) -> None:
+def test_from_in_the_query_replaces_the_union_default_graph(server: LiveServer, store_backend: str) -> None:
     result = rows(query(server, f"SELECT ?o FROM <{G2.value}> WHERE {{ ?s ?p ?o }}"))
     assert result == [{"o": Literal("two", language="en")}]
+    skip_on_virtuoso(store_backend, "Virtuoso 7 joins a request's default-graph-uri to the query's FROM instead of "
+                     "letting the protocol's dataset replace it")
     overridden = rows(query(server, f"SELECT ?o FROM <{G2.value}> WHERE {{ ?s ?p ?o }}",
                             **{"default-graph-uri": G1.value}))  # the protocol's dataset wins over FROM
     assert {r["o"] for r in overridden} == {Literal("one"), FACT}
@@ -286,10 +302,11 @@ def count(server: LiveServer, pattern: str = "?s ?p ?o") -> int:
     return int(rows(query(server, f"SELECT (COUNT(*) AS ?n) WHERE {{ {pattern} }}"))[0]["n"].value)
 
 
-def test_update_needs_the_token(writable: LiveServer) -> None:
+def test_update_needs_the_token(writable: LiveServer, store_backend: str) -> None:
     missing = update(writable, INSERT, token=None)
     assert missing.status_code == 401 and missing.headers["WWW-Authenticate"].startswith("Bearer")
     assert update(writable, INSERT, token="wrong").status_code == 403
+    skip_on_virtuoso(store_backend, ENGINE_GRAPHS_IN_UNION)
     assert count(writable) == 4
     assert update(writable, INSERT).status_code == 204
     delete = f"DELETE DATA {{ GRAPH <{EX}new> {{ <{EX}x> <{EX}y> 'z' }} }}"
@@ -299,16 +316,19 @@ def test_update_needs_the_token(writable: LiveServer) -> None:
 
 
 @pytest.mark.parametrize("settings", [{"read_only": True, "token": TOKEN}, {"token": None}])
-def test_updates_are_disabled_read_only_or_without_a_token(store: GraphStore, settings: dict, serving: Serving) -> None:
+def test_updates_are_disabled_read_only_or_without_a_token(store: GraphStore, settings: dict, serving: Serving,
+                                                           store_backend: str) -> None:
     live = serving(fill(store), **settings)
     response = update(live, INSERT)
     assert response.status_code == 403
+    skip_on_virtuoso(store_backend, ENGINE_GRAPHS_IN_UNION)
     assert count(live) == 4
 
 
-def test_malformed_update_is_400_and_writes_nothing(writable: LiveServer) -> None:
+def test_malformed_update_is_400_and_writes_nothing(writable: LiveServer, store_backend: str) -> None:
     response = update(writable, INSERT + " ; INSERT DATA { <broken> }")
     assert response.status_code == 400 and "malformed update" in response.text
+    skip_on_virtuoso(store_backend, ENGINE_GRAPHS_IN_UNION)
     assert count(writable) == 4
 
 
@@ -327,7 +347,7 @@ def test_using_graph_uri_sets_the_where_dataset(writable: LiveServer) -> None:
 
 # --- SERVICE and LOAD -------------------------------------------------------------------------
 
-def test_service_and_load_are_refused_unless_allowed(writable: LiveServer) -> None:
+def test_service_and_load_are_refused_unless_allowed(writable: LiveServer, store_backend: str) -> None:
     refused = query(writable, "SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }")
     assert refused.status_code == 403 and "GLASSGRAPH_SERVICE_ALLOW" in refused.text
     by_name = query(writable, "PREFIX x: <http://127.0.0.1:1/> SELECT * { service silent x:sparql { ?s ?p ?o } }")
@@ -335,6 +355,7 @@ def test_service_and_load_are_refused_unless_allowed(writable: LiveServer) -> No
     assert query(writable, "SELECT * WHERE { SERVICE ?endpoint { ?s ?p ?o } }").status_code == 403
     assert update(writable, "LOAD <http://127.0.0.1:1/data.ttl>").status_code == 403
     assert update(writable, f"INSERT DATA {{ <{EX}x> <{EX}y> 'a' }} ; load <http://127.0.0.1:1/x>").status_code == 403
+    skip_on_virtuoso(store_backend, ENGINE_GRAPHS_IN_UNION)
     assert count(writable) == 4
 
 
@@ -351,7 +372,9 @@ def test_a_harmless_reading_that_does_not_parse_is_refused_unheard(writable: Liv
     assert response.status_code == 400
 
 
-def test_allowed_service_federates_into_this_endpoint(store: GraphStore, server: LiveServer, serving: Serving) -> None:
+def test_allowed_service_federates_into_this_endpoint(store: GraphStore, server: LiveServer, serving: Serving,
+                                                     store_backend: str) -> None:
+    skip_on_virtuoso(store_backend, NO_TRIPLE_TERMS)
     endpoint = server.url + "/sparql"
     live = serving(store, service_allow=(endpoint,))
     text = f"SELECT ?o WHERE {{ SERVICE <{endpoint}> {{ <{A.value}> <{Q.value}> ?o }} }}"
@@ -453,7 +476,9 @@ def test_rdflib_sparqlstore_queries_it(server: LiveServer, return_format: str) -
         assert [str(o) for o in built.objects(URIRef(D.value), URIRef(P.value))] == ["default"]
 
 
-def test_pyoxigraph_federates_with_service_and_gets_triple_terms_intact(server: LiveServer) -> None:
+def test_pyoxigraph_federates_with_service_and_gets_triple_terms_intact(server: LiveServer,
+                                                                       store_backend: str) -> None:
+    skip_on_virtuoso(store_backend, NO_TRIPLE_TERMS)
     local = Store()
     local.add(Quad(A, NamedNode(EX + "local"), Literal("here")))
     text = (f"SELECT ?l ?o WHERE {{ <{A.value}> <{EX}local> ?l . "

@@ -20,6 +20,7 @@ from rdflib import Dataset, Graph, Literal, Namespace, URIRef
 from rdflib.namespace import RDF
 
 from server import vocab
+from server.dialects import ENGINE_GRAPHS
 from server.store import GraphStore
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
@@ -30,6 +31,7 @@ FRANCE = vocab.ENTITY.france.value
 CAPITAL = vocab.RELATION.capital.value
 SUBGRAPH = vocab.subgraph_iri("fr", 4, 2).value  # holds triple terms: no JSON-LD
 BOTH_BACKENDS = True  # conftest: the store-using tests run on the embedded store and on a remote engine
+VIRTUOSO = True  # conftest: and on Virtuoso 7 (the reification dialect)
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:rdflib")  # rdflib's own, inside its parsers
 RDF_FORMATS = {"text/turtle": "turtle", "application/trig": "trig", "application/n-triples": "nt",
                "application/n-quads": "nquads", "application/ld+json": "json-ld", "application/rdf+xml": "xml"}
@@ -176,6 +178,8 @@ def test_void_describes_every_graph_with_counts_endpoint_vocabularies_and_exampl
     counts = requests.post(server.url + "/sparql", data=count, headers={
         "Content-Type": "application/sparql-query", "Accept": "application/sparql-results+json"}).json()
     for row in counts["results"]["bindings"]:
+        if row["g"]["value"] in ENGINE_GRAPHS:  # Virtuoso's own graphs, which a client's GRAPH ?g sees there
+            continue
         (named,) = void.subjects(SD.name, URIRef(row["g"]["value"]))
         dataset = void.value(named, SD.graph)
         assert dataset in subsets and int(void.value(dataset, VOID.triples)) == int(row["n"]["value"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from pyoxigraph import QueryBoolean, QueryResultsFormat, QuerySolutions, parse_query_results
+from pyoxigraph import NamedNode, QueryBoolean, QueryResultsFormat, QuerySolutions, parse_query_results
 
 # What asks an engine for the union of all graphs as its default graph: Oxigraph's own protocol parameter;
 # the other engines serve the union as their default graph when the request names no dataset (Virtuoso does
@@ -20,6 +20,18 @@ from pyoxigraph import QueryBoolean, QueryResultsFormat, QuerySolutions, parse_q
 UNION_PARAMS: dict[str, list[tuple[str, str]]] = {"rdf12": [("union-default-graph", "")]}
 
 _VIRTUOSO_ASK = "__ASK_RETVAL"
+_VIRTUOSO_SERVER = "Virtuoso/"  # how Virtuoso names itself in every answer's Server header
+_VIRTUOSO_DESCRIBE = 'DEFINE sql:describe-mode "CBD"\n'
+# Virtuoso labels a blank node "nodeID://b10000" in SPARQL JSON (no valid label: pyoxigraph refuses it) and
+# "_:b10000" in N-Triples; written so, the label is the same in both.
+_VIRTUOSO_BNODE = b'"type": "bnode", "value": "nodeID://'
+_STANDARD_BNODE = b'"type": "bnode", "value": "'
+
+# Where the default graph is kept on an engine that has none of its own: Virtuoso 7's default graph is the
+# union of all graphs, and it refuses a write without GRAPH ("No plain default graph") and the Graph Store's
+# ?default. There the remote store keeps the default graph in this named graph, which it lists as no named
+# graph, and names it as every update's default graph (Neptune keeps its own default graph the same way).
+DEFAULT_GRAPH_STAND_INS: dict[str, str] = {"reification": "urn:glassgraph:default-graph"}
 
 # Graphs an engine keeps for itself, in every new database, never Glassgraph's: Virtuoso 7's schema, LDP and
 # service description graphs. The remote store lists no such graph and counts none as data.
@@ -27,14 +39,29 @@ ENGINE_GRAPHS = frozenset({"http://www.openlinksw.com/schemas/virtrdf#", "http:/
                            "http://localuriqaserver/sparql"})
 
 
+def client_prologue(server: str) -> str:
+    """What goes in front of a client's query, by the engine's ``Server`` header: Virtuoso describes nothing
+    (``DESCRIBE``) in its union default graph unless asked for concise bounded descriptions; nothing elsewhere.
+    (Its pragmas that would leave its own graphs out of the union also empty every ``GRAPH <iri>`` pattern.)"""
+    return _VIRTUOSO_DESCRIBE if server.startswith(_VIRTUOSO_SERVER) else ""
+
+
 def union_params(dialect: str) -> list[tuple[str, str]]:
     """The protocol parameters that make the default graph the union of all graphs in ``dialect``."""
     return list(UNION_PARAMS.get(dialect, ()))
 
 
+def default_graph_stand_in(dialect: str) -> NamedNode | None:
+    """The named graph that holds the default graph in ``dialect`` (None: the engine has a default graph)."""
+    iri = DEFAULT_GRAPH_STAND_INS.get(dialect)
+    return None if iri is None else NamedNode(iri)
+
+
 def standard_results(content: bytes) -> bytes:
     """An engine's SPARQL JSON answer as the standard says it: Virtuoso answers an ASK with one binding of
-    ``__ASK_RETVAL`` (1 or 0) instead of ``boolean``; every other answer is returned as it is."""
+    ``__ASK_RETVAL`` (1 or 0) instead of ``boolean``, and labels blank nodes with a URL (``nodeID://``); every
+    other answer is returned as it is."""
+    content = content.replace(_VIRTUOSO_BNODE, _STANDARD_BNODE)  # inside a JSON string a quote is escaped
     if _VIRTUOSO_ASK.encode() not in content[:200]:
         return content
     answer = json.loads(content)

@@ -179,7 +179,7 @@ def evaluate_update(operation: Operation) -> Response:
     spans = () if runtime.remote else prepared.service_spans  # an engine calls out itself
     with relayed(prepared.text, spans, service_limits(config)) as text:
         try:
-            store.run_update(text.text, task.base_iri)
+            store.run_update(text.text, task.base_iri, default_graph=not prepared.names_dataset)
         except SyntaxError as error:
             raise BadRequest(f"malformed update: {error}") from None
         except (OSError, RuntimeError) as error:

@@ -31,6 +31,7 @@ from server.http.sparql_guard import (
     check_user_sparql,
     declared_prefixes,
     has_dataset_clause,
+    makes_graph,
     parse_error,
     service_spans,
     without_calls,
@@ -77,6 +78,7 @@ class PreparedUpdate:
     calls_remote: bool  # an allowed LOAD/SERVICE: run errors are the remote endpoint's
     written_graphs: tuple[str, ...] | None  # the named graphs it may write; None: any
     service_spans: tuple[Span, ...] = ()  # where its SERVICE endpoints are, for the relay (federation)
+    names_dataset: bool = False  # USING or WITH (the protocol's using-graph-uri included) sets its dataset
 
 
 def _dataset_options(task: QueryTask) -> dict[str, object]:
@@ -101,6 +103,7 @@ class CheckedQuery:
     calls_remote: bool
     service_spans: tuple[Span, ...] = ()
     names_dataset: bool = False  # FROM / FROM NAMED in the text (read with the whole parse only)
+    makes_graph: bool = False  # a CONSTRUCT or DESCRIBE (read with the whole parse only)
 
 
 def check_query(task: QueryTask, whole_parse: bool = False) -> CheckedQuery:
@@ -109,14 +112,14 @@ def check_query(task: QueryTask, whole_parse: bool = False) -> CheckedQuery:
     checked = check_user_sparql(task.text, task.service_allow, is_update=False, base=task.base_iri)
     if checked.must_parse is not None and parse_error(checked.must_parse, False, task.base_iri) is not None:
         raise BadRequest(REFUSED_UNVERIFIED)
-    names_dataset = False
+    names_dataset = graph = False
     if whole_parse:
-        names_dataset = has_dataset_clause(task.text)
+        names_dataset, graph = has_dataset_clause(task.text), makes_graph(task.text)
         error = None if checked.calls_remote else parse_error(task.text, False, task.base_iri)
         if error is not None:
             raise BadRequest(f"malformed query: {plain_syntax_error(error, task.text, base=task.base_iri).sentence}")
     spans = service_spans(task.text, task.base_iri) if checked.calls_remote and task.service_limits else ()
-    return CheckedQuery(checked.calls_remote, tuple(spans), names_dataset)
+    return CheckedQuery(checked.calls_remote, tuple(spans), names_dataset, graph)
 
 
 def answer_query(store: Store, task: QueryTask) -> Answer:
@@ -205,7 +208,8 @@ def prepare_update(task: UpdateTask) -> PreparedUpdate:
     if error is not None:
         raise BadRequest(f"malformed update: {plain_syntax_error(error, text, update=True).sentence}")
     touched = written_graphs(text, task.base_iri)
-    return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)), spans)
+    return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)), spans,
+                          has_dataset_clause(text, is_update=True))
 
 
 @dataclass(frozen=True)

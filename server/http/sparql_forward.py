@@ -25,7 +25,7 @@ from typing import IO
 
 from pyoxigraph import NamedNode, QueryResultsFormat, RdfFormat, parse, parse_query_results
 
-from server.dialects import standard_parsed, union_params
+from server.dialects import client_prologue, standard_parsed, union_params
 from server.errors import BadRequest, GlassgraphError, LimitExceeded, StoreUnavailable
 from server.http.rdf_output import Answer
 from server.http.sparql_eval import CheckedQuery, QueryTask, deadline_exceeded, result_answer, within_bytes
@@ -34,7 +34,8 @@ from server.sparql_templates import render_term
 
 ENGINE_BYTES_PER_ANSWER_BYTE = 4  # the engine's JSON may be this much bigger than the answer written from it
 ENGINE_WAIT_S = 600.0  # the longest a query waits for the engine to answer: its timeout does not stop a sort
-_ACCEPT = "application/sparql-results+json, application/n-triples;q=0.9"
+# Asked by the query form: Virtuoso reads no q-values (it answered a CONSTRUCT in SPARQL JSON, a SELECT in N-Triples)
+_ACCEPT_RESULTS, _ACCEPT_GRAPH = "application/sparql-results+json", "application/n-triples"
 
 
 class _Capped(io.RawIOBase):
@@ -71,11 +72,14 @@ def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) ->
         raise BadRequest(f"the request URL {task.base_iri!r} is not an IRI, so relative IRIs cannot resolve") from None
     deadline_s = store.timeout[1] if task.deadline_s is None else max(task.deadline_s, 0.001)
     started = time.monotonic()
+    dataset = _dataset(task, checked, store.dialect)
+    prologue = client_prologue(store.engine_software()) if checked.makes_graph else ""
     try:
         response = store.send("POST", store.endpoints.query, read=True, stream=True,
                               timeout=(store.timeout[0], max(deadline_s, ENGINE_WAIT_S)),
-                              data=[("query", text), *_dataset(task, checked, store.dialect)],
-                              headers={"Accept": _ACCEPT, "Accept-Encoding": "identity"})
+                              data=[("query", prologue + text), *dataset],
+                              headers={"Accept": _ACCEPT_GRAPH if checked.makes_graph else _ACCEPT_RESULTS,
+                                       "Accept-Encoding": "identity"})
     except StoreUnavailable:
         if time.monotonic() - started >= deadline_s:
             raise deadline_exceeded(deadline_s) from None

@@ -40,6 +40,8 @@ _LEXER = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 _REMOTE_WORDS = re.compile(r"SERVICE|LOAD", re.IGNORECASE)  # anywhere: no word boundaries
 _FROM = re.compile(r"FROM", re.IGNORECASE)
+_USING_WITH = re.compile(r"USING|WITH", re.IGNORECASE)
+_GRAPH_FORMS = re.compile(r"CONSTRUCT|DESCRIBE", re.IGNORECASE)
 _OPENERS, _CLOSERS = frozenset("{(["), frozenset("})]")
 MAX_NESTING = 64  # brackets and '!' one inside another; pyoxigraph's parser crashes past ~2,000 '{'
 _NESTING_CHARS = re.compile(r"[{(\[!]")
@@ -290,10 +292,21 @@ def check_remote_calls(text: str, allow: Iterable[str], is_update: bool,
     return Checked(calls_remote=bool(genuine), must_parse="".join(chars))
 
 
-def has_dataset_clause(text: str) -> bool:
-    """Whether a query has FROM / FROM NAMED (then it, not the union default graph, sets the dataset).
-    Lexing takes about a second per 5 MB, so text without the letters is not lexed."""
-    return _FROM.search(text) is not None and any(token.is_word("FROM") for token in tokenize(text))
+def has_dataset_clause(text: str, is_update: bool = False) -> bool:
+    """Whether a query has FROM / FROM NAMED, or an update USING or WITH (then it, not the union default graph or
+    the store's default graph, sets the dataset). Lexing takes about a second per 5 MB, so text without the
+    letters is not lexed."""
+    pattern, words = (_USING_WITH, ("USING", "WITH")) if is_update else (_FROM, ("FROM",))
+    return pattern.search(text) is not None and any(token.is_word(*words) for token in tokenize(text))
+
+
+def makes_graph(text: str) -> bool:
+    """Whether a query is a CONSTRUCT or a DESCRIBE (its first query form); text without either word is not
+    lexed."""
+    if _GRAPH_FORMS.search(text) is None:
+        return False
+    form = next((token for token in tokenize(text) if token.is_word("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")), None)
+    return form is not None and form.is_word("CONSTRUCT", "DESCRIBE")
 
 
 def add_using(text: str, default_graphs: Sequence[NamedNode], named_graphs: Sequence[NamedNode]) -> str:
