@@ -211,11 +211,20 @@ def test_explainable_blocks_in_order_with_labels_and_sources(server_url: str, sa
     assert "urn:trustgraph" not in result.stdout and not re.search(BLOCK.pattern, result.stdout, re.MULTILINE)
 
 
-def test_without_explainable_only_the_answer(server_url: str) -> None:
+def test_without_explainable_only_the_answer_and_the_trace_is_still_recorded(server_url: str) -> None:
+    def recorded() -> int:
+        listed = requests.get(server_url + "/api/sessions", params={"limit": 500}, timeout=30).json()["sessions"]
+        return sum(session["question"] == QUESTION for session in listed)
+
+    before = recorded()
     result = invoke("-u", server_url, "-q", QUESTION)
     assert result.returncode == 0, result.stderr
     assert "Paris" in result.stdout
     assert result.stderr == ""
+    assert recorded() == before + 1  # every answer can be traced; -x only shows the trace as it is made
+    printed = invoke("-u", server_url, "--format", "json", "-q", QUESTION)
+    kinds = {json.loads(line)["message_type"] for line in printed.stdout.splitlines()}
+    assert printed.returncode == 0 and "explain" not in kinds and "chunk" in kinds, printed.stdout[:300]
 
 
 def test_no_streaming_shows_the_same_blocks(server_url: str) -> None:

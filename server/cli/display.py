@@ -250,7 +250,7 @@ class StreamDisplay:
     def run(self, messages: Iterable[dict]) -> None:
         """Display the whole stream; raises :class:`StreamError` on an error message or early end."""
         for message in messages:
-            if self.fmt == "json":
+            if self.fmt == "json" and (self.explainable or message.get("message_type") != "explain"):
                 self.out.write(json.dumps(message, ensure_ascii=False) + "\n")
                 self.out.flush()
             if message.get("error"):

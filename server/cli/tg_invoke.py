@@ -123,12 +123,13 @@ class Client:
             detail = detail["message"]
         return f"{status}: {error_text(detail)}" if detail else status
 
-    def graph_rag(self, question: str, collection: str | None, explainable: bool, streaming: bool,
+    def graph_rag(self, question: str, collection: str | None, streaming: bool,
                   limits: dict[str, int], path: str = "/api/graph-rag") -> Iterator[dict]:
         """The messages of one GraphRAG query (a non-streaming answer is turned into messages too);
         ``collection`` None asks the server's default collection; ``path`` ``/api/document-rag`` asks
-        the documents instead."""
-        body = {"query": question, "explainable": explainable, "streaming": streaming, **limits}
+        the documents instead. It is always asked as explainable: the server records a trace only for such
+        a question (whether its explain messages are shown is the display's choice)."""
+        body = {"query": question, "explainable": True, "streaming": streaming, **limits}
         if collection is not None:
             body["collection"] = collection
         accept = "application/x-ndjson" if streaming else "application/json"
@@ -250,7 +251,7 @@ def _ask(args: argparse.Namespace, documents: bool) -> int:
     explainable = explain_wanted(args)
     display = StreamDisplay(sys.stdout, sys.stderr, client.trace, args.format, explainable, args.show_source,
                             passages=documents or bool(args.passages), edges=not documents)
-    display.run(client.graph_rag(args.question, args.collection, explainable, not args.no_streaming,
+    display.run(client.graph_rag(args.question, args.collection, not args.no_streaming,
                                  limits_of(args), "/api/document-rag" if documents else "/api/graph-rag"))
     return EXIT_OK
 
