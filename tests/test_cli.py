@@ -227,6 +227,17 @@ def test_without_explainable_only_the_answer_and_the_trace_is_still_recorded(ser
     assert printed.returncode == 0 and "explain" not in kinds and "chunk" in kinds, printed.stdout[:300]
 
 
+
+def test_a_read_only_server_s_answer_says_it_left_no_trace(sample_store: GraphStore) -> None:
+    config = Config.from_env({}, store_path=None, load_sample=False, llm="offline", read_only=True)
+    live = LiveServer(create_app(config, store=sample_store))
+    try:
+        result = invoke("-u", live.url, "-q", QUESTION)
+    finally:
+        live.close()
+    assert result.returncode == 0 and "Paris" in result.stdout, result.stderr
+    assert result.stderr == "[trace] not-recorded (read-only): this answer cannot be traced later\n"
+
 def test_no_streaming_shows_the_same_blocks(server_url: str) -> None:
     result = invoke("-u", server_url, "-x", "--no-streaming", "-q", QUESTION)
     assert result.returncode == 0, result.stderr

@@ -95,6 +95,7 @@ class Client:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.session = requests.Session()
+        self.trace_note: str | None = None  # the last answer's Glassgraph-Trace header: why no trace was recorded
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
 
@@ -134,6 +135,7 @@ class Client:
             body["collection"] = collection
         accept = "application/x-ndjson" if streaming else "application/json"
         response = self._request("POST", path, json=body, headers={"Accept": accept}, stream=streaming)
+        self.trace_note = response.headers.get("Glassgraph-Trace")
         content_type = response.headers.get("Content-Type", "")
         if not streaming or content_type.startswith("application/json"):
             yield from self._answer_messages(self._json(response))
@@ -253,6 +255,8 @@ def _ask(args: argparse.Namespace, documents: bool) -> int:
                             passages=documents or bool(args.passages), edges=not documents)
     display.run(client.graph_rag(args.question, args.collection, not args.no_streaming,
                                  limits_of(args), "/api/document-rag" if documents else "/api/graph-rag"))
+    if client.trace_note:
+        print(f"[trace] {client.trace_note}: this answer cannot be traced later", file=sys.stderr)
     return EXIT_OK
 
 
