@@ -39,6 +39,7 @@ from server.errors import ContentTooLarge, GlassgraphError, RequestTimeout
 from server.http import log_redaction, trustgraph_socket
 from server.http.allocator import Trimmer
 from server.http.context import CLIENT_LEFT
+from server.http.negotiation import prefers
 from server.http.socket_budget import AnswerBudget
 from server.http.sparql_eval import PARSE_STACK_BYTES
 
@@ -54,6 +55,7 @@ HeadCheck = Callable[[str, str, Callable[[str], "str | None"]], "GlassgraphError
 
 HEAD_LIMIT = 16 * 1024  # of a request head (line and headers) not yet ended; an 8 KB URL fits
 LINGER_S = 1.0  # after an early answer, how long the rest of a body is read and dropped
+JSON = "application/json"
 PIECE_BYTES = 64 * 1024  # the most of a response body handed to uvicorn at once (its write buffer's high water)
 # pyoxigraph's parser recurses: request threads get four times the stack that the query workers
 # prove an update parses within (sparql_eval.PARSE_STACK_BYTES) before the server parses it.
@@ -122,7 +124,7 @@ class WsgiBridge:
         refusal = self.check_head and self.check_head(scope["method"], scope["path"],
                                                       lambda name: _header(scope, name.encode()))
         if refusal is not None:
-            await _refuse(refusal, receive, send)
+            await _refuse(refusal, scope, receive, send)
             return
         body = None
         try:
@@ -187,10 +189,10 @@ class WsgiBridge:
         except _ClientGone:
             return None
         except ContentTooLarge as refusal:
-            await _refuse(refusal, receive, send)
+            await _refuse(refusal, scope, receive, send)
         except asyncio.TimeoutError:
             await _refuse(RequestTimeout(f"request body not received within {self.body_timeout_s:g} s "
-                                         "(GLASSGRAPH_BODY_TIMEOUT)"), receive, send)
+                                         "(GLASSGRAPH_BODY_TIMEOUT)"), scope, receive, send)
         return None
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
@@ -224,7 +226,7 @@ class WsgiBridge:
         except Exception:
             log.exception("error serving %s %s", scope["method"], scope["path"])
             if not response.start.sent:
-                await _send_json(send, GlassgraphError("internal error; see the server log"))
+                await _send_error(send, scope, GlassgraphError("internal error; see the server log"))
             # else the response stays incomplete and uvicorn closes the connection: the client sees it cut
         finally:
             if not response.closed:
@@ -384,10 +386,10 @@ async def _watch_disconnect(receive: Receive, gone: asyncio.Event, left: threadi
     left.set()
 
 
-async def _refuse(refusal: GlassgraphError, receive: Receive, send: Send) -> None:
+async def _refuse(refusal: GlassgraphError, scope: Scope, receive: Receive, send: Send) -> None:
     """Answer at once and close; meanwhile drop what the client still sends, for up to ``LINGER_S``,
     so that a client still sending its body can read the answer instead of a reset connection."""
-    await _send_json(send, refusal, more_body=True)
+    await _send_error(send, scope, refusal, more_body=True)
     try:
         await asyncio.wait_for(_drop_body(receive), LINGER_S)
     except asyncio.TimeoutError:
@@ -400,10 +402,14 @@ async def _drop_body(receive: Receive) -> None:
         pass
 
 
-async def _send_json(send: Send, error: GlassgraphError, more_body: bool = False) -> None:
-    """The app's error shape, ``{"error": {"type", "message"}}``; the connection closes after it."""
-    body = json.dumps({"error": error.to_dict()}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+async def _send_error(send: Send, scope: Scope, error: GlassgraphError, more_body: bool = False) -> None:
+    """The app's error shapes (``server.http.errors``): ``{"error": {"type", "message"}}`` under ``/api/`` and to a
+    client that prefers JSON, else the message as text; the connection closes after it."""
+    if scope["path"].startswith("/api/") or prefers(_header(scope, b"accept"), JSON, ["text/plain"]):
+        body, media = json.dumps({"error": error.to_dict()}).encode(), JSON.encode()
+    else:
+        body, media = error.message.rstrip("\n").encode() + b"\n", b"text/plain; charset=utf-8"
+    headers = [(b"content-type", media), (b"content-length", str(len(body)).encode()),
                (b"x-content-type-options", b"nosniff"), (b"connection", b"close")]
     headers += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers.items()]
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
