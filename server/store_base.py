@@ -246,12 +246,15 @@ class StoreBackend(ABC):
         """ValueError saying why ``collection`` cannot name a user collection of this store."""
         vocab.check_collection_name(collection, self.explain_collection)
 
+    def collection_names(self, graphs: Iterable[str]) -> set[str]:
+        """The collections whose knowledge or source graphs are among ``graphs`` (IRIs)."""
+        return {self.collection_of(NamedNode(graph.removesuffix(":source"))) for graph in graphs} - {None}
+
     def collections(self) -> list[dict[str, object]]:
         """Every collection with the triple counts of its knowledge and source graphs."""
         counts = {row["g"].value: int(row["n"].value) for row in self.select("graph_counts")}
         result = []
-        names = {self.collection_of(NamedNode(graph.removesuffix(":source"))) for graph in counts}
-        for name in sorted(names - {None}):
+        for name in sorted(self.collection_names(counts)):
             graph = vocab.collection_graph(name).value
             result.append({"collection": name, "graph": graph, "triples": counts.get(graph, 0),
                            "source_triples": counts.get(vocab.source_graph(name).value, 0)})

@@ -385,3 +385,19 @@ def test_a_bad_setting_stops_the_production_command_with_one_line(tmp_path: Path
     [line] = [line for line in ended.stderr.splitlines() if line.startswith("glassgraph: error: ")]
     assert said in line, ended.stderr
     assert "Traceback" not in ended.stderr
+
+
+def test_a_collection_of_documents_without_facts_is_counted_listed_and_described(store: StoreBackend,
+                                                                                   serving: Serving) -> None:
+    """Documents ingested without an LLM leave a source graph only: /healthz counted no collection, and the home
+    page linked to a VoID dataset (#collection-notes) that the document does not have (#source-notes)."""
+    src, doc = vocab.source_graph("notes"), vocab.document_iri("memo")
+    store.extend(vocab.document_quads(src, doc, "Memo"))
+    live = serving(store)
+    assert requests.get(live.url + "/healthz", timeout=30).json()["collections"] == 1
+    assert [c["collection"] for c in requests.get(live.url + "/api/collections", timeout=30).json()["collections"]
+            ] == ["notes"]
+    home = requests.get(live.url + "/", timeout=30).text
+    assert '/.well-known/void#source-notes" class="collection-link">notes' in home, home
+    void = requests.get(live.url + "/.well-known/void", headers={"Accept": "text/html"}, timeout=30).text
+    assert 'id="source-notes"' in void

@@ -163,8 +163,9 @@ def _home_collections() -> list[dict]:
         rows = store.select("console_document_count", default_graph=vocab.source_graph(collection["collection"]))
         documents = int(rows[0]["n"].value) if rows else 0
         is_sample = config.load_sample and collection["collection"] == config.default_collection and documents > 0
+        described = "collection" if collection["triples"] else "source"  # documents ingested without facts
         collections.append({**collection, "documents": documents, "title": SAMPLE_TITLE if is_sample else None,
-                            "void": f"{VOID_PATH}#{GraphRole('collection', collection['collection']).fragment}"})
+                            "void": f"{VOID_PATH}#{GraphRole(described, collection['collection']).fragment}"})
     return collections
 
 

@@ -23,7 +23,7 @@ def healthz() -> Response:
     """
     store = current_store()
     try:
-        collections = sum(1 for graph in store.named_graphs() if store.collection_of(graph) is not None)
+        collections = len(store.collection_names(graph.value for graph in store.named_graphs()))
     except (OSError, StoreUnavailable) as error:
         response = jsonify(ok=False, store=store.location, error=str(error))
         response.status_code = 503
