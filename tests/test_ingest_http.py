@@ -175,6 +175,8 @@ def test_the_same_bytes_again_are_unchanged(server: LiveServer, store: GraphStor
     assert again.json()["status"] == "unchanged" and again.json()["id"] == first["id"]
     assert "already" in again.json()["message"]
     assert len(store) == size and len(listed(server)) == 1
+    mislabelled = error_of(post_text(server, NOTES.encode(), content_type="application/pdf"), 415)
+    assert "not a PDF" in mislabelled  # known bytes that contradict their type are refused as new ones are
     refused = error_of(post_text(server, NOTES.encode(), replace="yes"), 400)
     assert refused == "'replace' must be true or false, got 'yes'"
     redone = accepted(post_text(server, NOTES.encode(), title="Another title", replace="true"))

@@ -26,6 +26,7 @@ from server.ingest.catalog import (
     list_documents,
 )
 from server.ingest.documents import IngestOptions, chunk_spans, document_id
+from server.ingest.formats import checked_declaration
 from server.ingest.jobs import Job
 
 blueprint = Blueprint("documents", __name__)
@@ -137,6 +138,7 @@ def submitted(collection: str, data: bytes, declared: str | None, name: str | No
     if len(data) > limit:
         raise ContentTooLarge(f"the document has {len(data)} bytes, over the limit of {limit} "
                               "(GLASSGRAPH_MAX_DOCUMENT)")
+    checked_declaration(data, declared, name)  # bytes that contradict their type are refused, even known ones
     doc_id, _ = document_id(data, collection)
     url = status_url(collection, doc_id)
     if not options.replace and existing_document(current_store(), collection, doc_id) is not None:

@@ -85,15 +85,9 @@ def media_type_of_name(name: str) -> str | None:
 def read_document(data: bytes, declared: str | None = None, name: str | None = None) -> Document:
     """The pages of ``data``. ``declared`` is a media type such as a Content-Type (parameters allowed);
     without it, ``name``'s extension declares one. Raises ``UnsupportedDocument`` or ``UnreadableDocument``."""
-    media_type, claim = _declaration(declared, name)
-    if not data:
-        raise UnreadableDocument("the document is empty (0 bytes)")
+    media_type = checked_declaration(data, declared, name)
     if data.startswith(b"%PDF-"):
-        if media_type not in (None, PDF):
-            raise UnsupportedDocument(f"the document is a PDF, but {claim}")
         return _read_pdf(data)
-    if media_type == PDF:
-        raise UnsupportedDocument(f"the document is not a PDF (it does not start with %PDF-), but {claim}")
     text = _decode_text(data)
     if not text.strip():
         raise UnreadableDocument("the document is empty (only white space)")
@@ -104,6 +98,20 @@ def read_document(data: bytes, declared: str | None = None, name: str | None = N
     if media_type == MARKDOWN:
         return _read_markdown(text)
     return Document(PLAIN, None, [Page(1, None, text)])
+
+
+def checked_declaration(data: bytes, declared: str | None = None, name: str | None = None) -> str | None:
+    """The media type declared for ``data`` (by ``declared``, else ``name``'s extension; None: no claim), once
+    its first bytes are seen to agree with it (a PDF is one); ``UnsupportedDocument`` or ``UnreadableDocument``.
+    Cheap: it reads no more of the document than its start."""
+    media_type, claim = _declaration(declared, name)
+    if not data:
+        raise UnreadableDocument("the document is empty (0 bytes)")
+    if data.startswith(b"%PDF-") and media_type not in (None, PDF):
+        raise UnsupportedDocument(f"the document is a PDF, but {claim}")
+    if not data.startswith(b"%PDF-") and media_type == PDF:
+        raise UnsupportedDocument(f"the document is not a PDF (it does not start with %PDF-), but {claim}")
+    return media_type
 
 
 def _declaration(declared: str | None, name: str | None) -> tuple[str | None, str]:
