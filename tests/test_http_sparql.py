@@ -387,6 +387,7 @@ def test_row_limit_and_deadline_are_422(store: GraphStore, serving: Serving) -> 
     few = serving(fill(store), max_result_rows=3)
     too_many = query(few, SELECT_ALL, "application/json")
     assert too_many.status_code == 422 and "GLASSGRAPH_MAX_ROWS" in too_many.json()["error"]["message"]
+    assert "LIMIT 3" in too_many.json()["error"]["message"]  # how to ask within it, not 'add LIMIT' to one that has
     assert len(rows(query(few, SELECT_ALL + " LIMIT 3"))) == 3
     late = serving(store, query_deadline_s=0.0)
     expired = query(late, SELECT_ALL)

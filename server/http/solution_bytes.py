@@ -77,12 +77,12 @@ def serialized_solutions(result: QuerySolutions, fmt: str, max_bytes: int, max_r
         if out.over == "lines" and cut:
             return bytes(out.body[:_end_of_line(out.body, lines)])
         if out.over == "lines" or (fmt == "json" and json_rows(bytes(out.body)) > max_rows):
-            raise _too_many_rows(max_rows) from None
+            raise too_many_rows(max_rows) from None
         raise LimitExceeded(f"the answer has more than {max_bytes} bytes (GLASSGRAPH_MAX_RESULT_BYTES): narrow "
                             "the query or add LIMIT") from None
     body = bytes(out.body)
     if fmt == "json" and len(body) >= MIN_JSON_ROW_BYTES * (max_rows + 1) and json_rows(body) > max_rows:
-        raise _too_many_rows(max_rows)
+        raise too_many_rows(max_rows)
     return body
 
 
@@ -100,6 +100,7 @@ def json_rows(body: bytes) -> int:
     return 0 if not bindings or bindings.startswith(b"]") else bindings.count(b"},{") + 1
 
 
-def _too_many_rows(max_rows: int) -> LimitExceeded:
-    return LimitExceeded(f"the result has more than {max_rows} rows (GLASSGRAPH_MAX_ROWS): narrow the query or add "
-                         "LIMIT")
+def too_many_rows(max_rows: int) -> LimitExceeded:
+    """422 for an answer past the row limit, saying how to ask for one within it."""
+    return LimitExceeded(f"the result has more than {max_rows} rows (GLASSGRAPH_MAX_ROWS): narrow the query, or ask "
+                         f"for {max_rows} at most (LIMIT {max_rows}, or the rows parameter)")

@@ -22,7 +22,7 @@ from server.http.negotiation import RESULTS_CONTENT_TYPE, RESULTS_MEDIA, negotia
 from server.http.rdf_output import Answer, not_acceptable, rdf_answer
 from server.http.results import write_boolean, write_solutions
 from server.http.solution_bytes import FORMATS as SOLUTION_FORMATS
-from server.http.solution_bytes import serialized_solutions
+from server.http.solution_bytes import serialized_solutions, too_many_rows
 from server.http.sparql_errors import SyntaxProblem, plain_syntax_error
 from server.http.sparql_guard import (
     REFUSED_UNVERIFIED,
@@ -177,8 +177,7 @@ def _pull(result: Iterator, task: QueryTask, as_tuples: bool) -> list:
         if task.first_rows is not None and len(rows) >= task.first_rows:
             break
         if len(rows) >= task.max_rows:
-            raise LimitExceeded(f"the result has more than {task.max_rows} rows (GLASSGRAPH_MAX_ROWS): "
-                                 "narrow the query or add LIMIT")
+            raise too_many_rows(task.max_rows)
         if deadline is not None and len(rows) % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
             raise deadline_exceeded(task.deadline_s)
         rows.append(tuple(item) if as_tuples else item)
