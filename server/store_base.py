@@ -19,6 +19,7 @@ from typing import IO
 from pyoxigraph import DefaultGraph, NamedNode, Quad, QueryBoolean, QuerySolutions, QueryTriples, RdfFormat, Triple
 
 from server import vocab
+from server.errors import BadRequest, NotFound
 from server.sparql_templates import (
     RDF12,
     REIFICATION,
@@ -271,6 +272,15 @@ class StoreBackend(ABC):
         self.check_collection(collection)
         return any(self.has_graph(graph) for graph in (vocab.collection_graph(collection),
                                                        vocab.source_graph(collection)))
+
+    def require_collection(self, collection: str) -> None:
+        """``BadRequest`` for a name that is no collection's, ``NotFound`` for a collection that holds nothing."""
+        try:
+            known = self.has_collection(collection)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        if not known:
+            raise NotFound(f"no collection {collection!r}")
 
     def add_load_listener(self, listener: LoadListener) -> None:
         """``listener(collection, added_labels)`` runs after data is written into a collection."""

@@ -131,6 +131,8 @@ def test_documents_lists_a_header_and_a_line_per_document_and_deletes_one(tmp_pa
     by_iri = run(GLASSGRAPH, "documents", "-C", "iberia", "--delete", iri, env={"GLASSGRAPH_STORE": str(store)})
     assert by_iri.returncode == 0, by_iri.stderr
     assert documents_of(store, "iberia") == []
+    unknown = run(GLASSGRAPH, "documents", "-C", "nope", env={"GLASSGRAPH_STORE": str(store)})
+    assert unknown.returncode == 1 and "no collection 'nope'" in unknown.stderr, unknown  # as HTTP's 404
 
 
 def test_a_bad_file_among_good_ones_ingests_nothing(tmp_path: Path, files: Path) -> None:

@@ -143,6 +143,7 @@ def run_documents(args: argparse.Namespace, store: StoreBackend) -> int:
             raise NotFound(f"no document {args.delete!r} in collection {args.collection!r}")
         print(f"deleted {doc.value} from collection {args.collection!r} (with the facts no other document states)")
         return 0
+    store.require_collection(args.collection)  # as over HTTP: an unknown collection is an error, not an empty list
     documents = list_documents(store, args.collection)
     if args.format == "json":
         print(json.dumps(documents, indent=2, ensure_ascii=False))

@@ -141,12 +141,7 @@ def _request_fields(limits_type: type[Limits]) -> tuple[str, str, bool, bool | N
 
 def require_collection(collection: str) -> None:
     """400 for a name that is no collection's, 404 for a collection that holds nothing."""
-    try:
-        known = current_store().has_collection(collection)
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from None
-    if not known:
-        raise NotFound(f"no collection {collection!r}")
+    current_store().require_collection(collection)
 
 
 @blueprint.route("/api/graph-rag", methods=["POST"])

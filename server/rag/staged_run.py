@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from server.errors import BadRequest, ErrorType, GlassgraphError, NotFound
+from server.errors import BadRequest, ErrorType, GlassgraphError
 from server.rag.llm import LLM, LLMError
 from server.rag.messages import GraphRagResponse
 from server.stages import SESSION, STAGES, SessionStarted, StageResult, stage_of
@@ -93,12 +93,7 @@ class StagedRun:
     def _check(self, question: str, collection: str) -> None:
         if not question:
             raise BadRequest("the question is empty")
-        try:
-            known = self.store.has_collection(collection)
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from exc
-        if not known:
-            raise NotFound(f"no collection {collection!r}")
+        self.store.require_collection(collection)
 
     def _fail(self, sink: StageSink | None, error_type: ErrorType, message: str) -> GraphRagResponse:
         self._record_error(sink, error_type, message)
