@@ -210,6 +210,11 @@ def test_explain_as_json_and_rdf(server: LiveServer) -> None:
     trig = parse(requests.get(server.url + "/api/explain", params={"id": session},
                               headers={"Accept": "application/trig"}).content, format=RdfFormat.TRIG)
     assert {q.graph_name for q in trig} == {NamedNode("urn:trustgraph:graph:explainability"), vocab.LIBRARIAN_GRAPH}
+    by_name = requests.get(server.url + "/api/explain", params={"id": session, "format": "ttl"})  # a download link
+    assert by_name.headers["Content-Type"].startswith("text/turtle"), by_name.headers
+    assert requests.get(server.url + "/api/explain", params={"id": session, "format": "json"},
+                        headers={"Accept": "text/turtle"}).json()["session"] == session
+    assert requests.get(server.url + "/api/explain", params={"id": session, "format": "nope"}).status_code == 400
 
 
 def test_explain_errors(server: LiveServer) -> None:

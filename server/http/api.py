@@ -22,6 +22,7 @@ from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, 
 from server.http.context import client_left, current_config, current_runtime, current_store
 from server.http.descriptions import current_collections
 from server.http.keepalive import with_keepalive
+from server.http.linked_data import requested_accept
 from server.http.negotiation import GRAPH_MEDIA, negotiate
 from server.http.params import int_parameter, iri_parameter
 from server.http.responses import rdf_response
@@ -241,12 +242,13 @@ EXPLAIN_RDF = {m: GRAPH_MEDIA[m] for m in ("text/turtle", "application/trig", "a
 
 @blueprint.route("/api/explain", methods=["GET"])
 def explain() -> Response:
-    """The trace of the session that ``id`` belongs to: JSON, or its triples as RDF by Accept."""
+    """The trace of the session that ``id`` belongs to: JSON, or its triples as RDF by Accept or ``?format=``
+    (as the linked-data pages read it; ``format=json`` is this JSON)."""
     iri = iri_parameter("id")
     trace = read_trace(current_store(), iri.value)
     if trace is None:
         raise NotFound(f"no GraphRAG session for <{iri.value}>")
-    accept = request.headers.get("Accept")
+    accept = JSON if request.args.get("format", "").lower() == "json" else requested_accept()
     media = negotiate(accept, [JSON, *EXPLAIN_RDF])
     if media is None:
         raise NotAcceptable("the trace is available as " + ", ".join([JSON, *EXPLAIN_RDF]))
