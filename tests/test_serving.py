@@ -540,6 +540,7 @@ def _busy_worker(server: ProductionServer, before: dict[int, float]) -> int:
     raise AssertionError(f"no query worker ran the query: {server.query_worker_cpu()}")
 
 
+@pytest.mark.slow  # starts the production command
 @pytest.mark.parametrize("trusted", ["", "127.0.0.1"], ids=["by-default", "from-a-trusted-proxy"])
 def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(tmp_path: Path, trusted: str) -> None:
     """Three anonymous questions a minute at most, each claiming another address: by default the connection's
