@@ -237,6 +237,8 @@ async def _stream(response: _AppResponse, send: Send, gone: asyncio.Event, run: 
     """Each piece as the app yields it, after uvicorn has room for it; stop when the client is gone."""
     start = response.start
     piece = await run(response.begin)
+    if gone.is_set():
+        return
     if response.closed and piece is not None:  # the whole body came with the first call: send it as the end
         await send(start.message())
         await send({"type": "http.response.body", "body": piece, "more_body": False})
