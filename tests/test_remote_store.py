@@ -26,14 +26,14 @@ from live_server import serve
 from loopback_listener import LoopbackListener
 from oxigraph_server import OxigraphServer
 from production_server import TOKEN, ProductionServer, free_port
-from pyoxigraph import Literal, NamedNode, Quad, Triple
+from pyoxigraph import BlankNode, Literal, NamedNode, Quad, QueryResultsFormat, Triple, parse_query_results
 from virtuoso_server import VirtuosoServer
 
 from server import vocab
 from server.answering import make_graph_rag
 from server.bootstrap import connect_store
 from server.config import Config, ConfigError
-from server.dialects import ENGINE_GRAPHS
+from server.dialects import ENGINE_GRAPHS, StandardStream, standard_results
 from server.dialects.reification import statement_iri
 from server.errors import RemoteFailed, StoreUnavailable
 from server.explain.trace import read_trace
@@ -507,5 +507,56 @@ def test_a_clients_ask_forwarded_to_virtuoso_is_a_boolean(virtuoso: VirtuosoServ
             answer = requests.get(live.url + "/sparql", params={"query": query},
                                   headers={"Accept": "application/sparql-results+json"})
             assert answer.status_code == 200 and answer.json()["boolean"] is expected, answer.text
+    finally:
+        live.close()
+
+
+class _Arrivals:
+    """A body that arrives in the given pieces, whatever size is asked for (as a socket's reads do)."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = [piece for piece in pieces if piece]  # an empty read is the end
+
+    def read(self, size: int = -1) -> bytes:
+        return self.pieces.pop(0) if self.pieces else b""
+
+
+def test_virtuosos_blank_node_labels_are_read_in_a_stream_cut_anywhere() -> None:
+    """A client's forwarded answer is read as it arrives: a ``nodeID://`` label cut by a read is still read
+    (as the whole answer is read by ``standard_results``), wherever the cut falls."""
+    body = (b'{ "head": { "vars": [ "s", "o" ] }, "results": { "bindings": [\n'
+            b'{ "s": { "type": "bnode", "value": "nodeID://b10000" }, '
+            b'"o": { "type": "bnode", "value": "nodeID://b10001" } } ] } }')
+    whole = standard_results(body)
+    assert b"nodeID" not in whole
+    for cut in range(len(body) + 1):
+        for pieces in ([body[:cut], body[cut:]], [body[i:i + 1] for i in range(cut)] + [body[cut:]]):
+            assert StandardStream(_Arrivals(list(pieces))).read() == whole, cut
+    rows = list(parse_query_results(StandardStream(_Arrivals([body[:70], body[70:]])), format=QueryResultsFormat.JSON))
+    assert [(row["s"], row["o"]) for row in rows] == [(BlankNode("b10000"), BlankNode("b10001"))]
+
+
+def test_a_clients_select_of_blank_nodes_forwarded_to_virtuoso_answers_them(virtuoso: VirtuosoServer) -> None:
+    """Virtuoso labels blank nodes ``nodeID://b10000`` in SPARQL JSON; the client has them, with Virtuoso's
+    labels (``b10000``), in every format."""
+    virtuoso.empty()
+    store = virtuoso_store(virtuoso)
+    graph = vocab.collection_graph("default")
+    store.extend([Quad(BlankNode(), RELATION.b, BlankNode(), graph), Quad(ENTITY.a, RELATION.b, BlankNode(), graph)])
+    live = serve(store)
+    try:
+        query = f"SELECT ?s ?o WHERE {{ ?s <{RELATION.b.value}> ?o }}"
+        answer = requests.get(live.url + "/sparql", params={"query": query},
+                              headers={"Accept": "application/sparql-results+json"})
+        assert answer.status_code == 200, answer.text
+        rows = answer.json()["results"]["bindings"]
+        objects = {row["o"]["value"] for row in rows}
+        assert len(rows) == 2 and len(objects) == 2 and all(row["o"]["type"] == "bnode" for row in rows)
+        assert all(re.fullmatch(r"b\d+", label) for label in objects), objects
+        subjects = sorted(row["s"]["type"] for row in rows)
+        assert subjects == ["bnode", "uri"]
+        tsv = requests.get(live.url + "/sparql", params={"query": query},
+                           headers={"Accept": "text/tab-separated-values"})
+        assert tsv.status_code == 200 and {f"_:{label}" for label in objects} <= set(tsv.text.split()), tsv.text
     finally:
         live.close()

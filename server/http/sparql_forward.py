@@ -25,7 +25,7 @@ from typing import IO
 
 from pyoxigraph import NamedNode, QueryResultsFormat, RdfFormat, parse, parse_query_results
 
-from server.dialects import client_prologue, standard_parsed, union_params
+from server.dialects import StandardStream, client_prologue, standard_parsed, union_params
 from server.errors import BadRequest, GlassgraphError, LimitExceeded, StoreUnavailable
 from server.http.rdf_output import Answer
 from server.http.sparql_eval import CheckedQuery, QueryTask, deadline_exceeded, result_answer, within_bytes
@@ -91,7 +91,7 @@ def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) ->
             if media == "application/n-triples":
                 result = (quad.triple for quad in parse(body, format=RdfFormat.N_TRIPLES))
             else:
-                result = standard_parsed(parse_query_results(body, format=QueryResultsFormat.JSON))
+                result = standard_parsed(parse_query_results(StandardStream(body), format=QueryResultsFormat.JSON))
             answer = result_answer(result, task)
         except GlassgraphError:
             raise
