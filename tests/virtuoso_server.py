@@ -95,6 +95,12 @@ class VirtuosoServer:
     def endpoints(self) -> EngineEndpoints:
         return EngineEndpoints.of(self.url, f"{self.url}/sparql", f"{self.url}/sparql", f"{self.url}/sparql-graph-crud")
 
+    @property
+    def settings(self) -> dict[str, str]:
+        """The environment that points Glassgraph at this Virtuoso, beside ``--store URL`` or ``GLASSGRAPH_STORE``."""
+        return {"GLASSGRAPH_STORE_DIALECT": DIALECT, "GLASSGRAPH_STORE_QUERY_URL": self.endpoints.query,
+                "GLASSGRAPH_STORE_UPDATE_URL": self.endpoints.update, "GLASSGRAPH_STORE_DATA_URL": self.endpoints.data}
+
     def graphs(self) -> list[str]:
         query = "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }"
         answer = requests.post(self.url + "/sparql", data={"query": query},
