@@ -90,7 +90,7 @@ class StandardStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: memoryview) -> int:
         while not self.ready:
             data = self.raw.read(max(len(buffer), len(_VIRTUOSO_BNODE)))
             if not data:  # the end: what waited cannot start a label
