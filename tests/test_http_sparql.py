@@ -11,6 +11,7 @@ import requests
 from conftest import ENGINE_GRAPHS_IN_UNION, NO_TRIPLE_TERMS, own_store, skip_on_virtuoso
 from live_server import LiveServer, Serving, serve
 from pyoxigraph import (
+    DefaultGraph,
     Literal,
     NamedNode,
     Quad,
@@ -330,6 +331,27 @@ def test_malformed_update_is_400_and_writes_nothing(writable: LiveServer, store_
     assert response.status_code == 400 and "malformed update" in response.text
     skip_on_virtuoso(store_backend, ENGINE_GRAPHS_IN_UNION)
     assert count(writable) == 4
+
+
+@pytest.mark.parametrize("operation, kept", [
+    ("DROP ALL", set()), ("CLEAR SILENT ALL", set()), ("DROP NAMED", {"default"}), ("clear named", {"default"}),
+    ("DROP DEFAULT", {G1.value, G2.value}), ("CLEAR DEFAULT", {G1.value, G2.value}),
+    (f"DROP SILENT GRAPH <{G1.value}> ; CLEAR DEFAULT", {G2.value}),
+    (f"INSERT DATA {{ GRAPH <{EX}drop> {{ <{EX}all> <{EX}named> 'CLEAR ALL' }} }}",
+     {"default", G1.value, G2.value, EX + "drop"}),
+])
+def test_drop_and_clear_of_all_named_or_default_mean_the_stores_graphs(writable: LiveServer, store: GraphStore,
+                                                                        operation: str, kept: set[str],
+                                                                        request: pytest.FixtureRequest) -> None:
+    """Every graph, the named graphs or the default graph, as SPARQL says, on every engine: Virtuoso 7 reads
+    ``ALL`` as its default graph only and ``NAMED`` as nothing (a 204 that dropped nothing), so there they are
+    spelled out as the store's own graphs, and its own graphs are never dropped."""
+    assert update(writable, operation).status_code == 204
+    graphs = {quad.graph_name.value for quad in store.quads() if isinstance(quad.graph_name, NamedNode)}
+    assert graphs | ({"default"} if any(store.quads(graph=DefaultGraph())) else set()) == kept
+    if store.dialect == REIFICATION:
+        engine = request.getfixturevalue("virtuoso")
+        assert engine.own_graphs <= set(engine.graphs())
 
 
 def test_using_graph_uri_sets_the_where_dataset(writable: LiveServer) -> None:

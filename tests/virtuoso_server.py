@@ -95,6 +95,12 @@ class VirtuosoServer:
     def endpoints(self) -> EngineEndpoints:
         return EngineEndpoints.of(self.url, f"{self.url}/sparql", f"{self.url}/sparql", f"{self.url}/sparql-graph-crud")
 
+    @property
+    def settings(self) -> dict[str, str]:
+        """The environment that points Glassgraph at this Virtuoso, beside ``--store URL`` or ``GLASSGRAPH_STORE``."""
+        return {"GLASSGRAPH_STORE_DIALECT": DIALECT, "GLASSGRAPH_STORE_QUERY_URL": self.endpoints.query,
+                "GLASSGRAPH_STORE_UPDATE_URL": self.endpoints.update, "GLASSGRAPH_STORE_DATA_URL": self.endpoints.data}
+
     def graphs(self) -> list[str]:
         query = "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }"
         answer = requests.post(self.url + "/sparql", data={"query": query},
@@ -103,7 +109,7 @@ class VirtuosoServer:
         return [row["g"]["value"] for row in answer.json()["results"]["bindings"]]
 
     def empty(self) -> None:
-        """Drop every graph but Virtuoso's own (``DROP ALL`` would drop those too)."""
+        """Drop every graph but Virtuoso's own, one by one (Virtuoso 7's ``DROP ALL`` drops its default graph only)."""
         for graph in set(self.graphs()) - self.own_graphs:
             requests.post(self.url + "/sparql", data={"update": f"DROP SILENT GRAPH {render_term(NamedNode(graph))}"},
                           timeout=60).raise_for_status()

@@ -10,7 +10,9 @@ needs one (docs/architecture.md, 'Adding a dialect').
 """
 from __future__ import annotations
 
+import io
 import json
+from typing import IO
 
 from pyoxigraph import NamedNode, QueryBoolean, QueryResultsFormat, QuerySolutions, parse_query_results
 
@@ -75,6 +77,40 @@ def standard_results(content: bytes) -> bytes:
 def _boolean(value: str) -> bytes:
     """The standard JSON answer of an ASK whose Virtuoso binding is ``value``."""
     return json.dumps({"head": {}, "boolean": value not in ("0", "false")}).encode()
+
+
+class StandardStream(io.RawIOBase):
+    """An engine's SPARQL JSON answer read as it arrives (a client's forwarded query), with Virtuoso's blank node
+    labels read as :func:`standard_results` reads them. A label cut by a read is whole in the next: the last
+    ``len(pattern) - 1`` bytes of each read wait for the next one, unchanged."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw, self.pending, self.ready = raw, b"", b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:
+        while not self.ready:
+            data = self.raw.read(max(len(buffer), len(_VIRTUOSO_BNODE)))
+            if not data:  # the end: what waited cannot start a label
+                self.ready, self.pending = self.pending, b""
+                break
+            self.ready, self.pending = _replaced(self.pending + data, len(_VIRTUOSO_BNODE) - 1)
+        size = min(len(buffer), len(self.ready))
+        buffer[:size], self.ready = self.ready[:size], self.ready[size:]
+        return size
+
+
+def _replaced(data: bytes, keep: int) -> tuple[bytes, bytes]:
+    """``data`` with Virtuoso's blank node labels made standard, up to its last ``keep`` bytes after the last
+    label, which are returned as they are (they may start a label that the next read completes)."""
+    parts, start = [], 0
+    while (found := data.find(_VIRTUOSO_BNODE, start)) >= 0:
+        parts += [data[start:found], _STANDARD_BNODE]
+        start = found + len(_VIRTUOSO_BNODE)
+    cut = max(start, len(data) - keep)
+    return b"".join([*parts, data[start:cut]]), data[cut:]
 
 
 def standard_parsed(result: object) -> object:

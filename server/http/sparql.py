@@ -38,7 +38,8 @@ from server.http.linked_data import linked_data_response, requested_accept
 from server.http.negotiation import GRAPH_MEDIA
 from server.http.responses import answer_response
 from server.http.sparql_eval import QueryTask, UpdateTask, answer_query, evaluation_error, prepare_update
-from server.http.sparql_forward import forward_query
+from server.http.sparql_forward import forward_query, update_for_engine
+from server.remote_store import RemoteStore
 from server.vocab import RDF, RDFS, Namespace
 from server.void import SD, VOID_PATH, GraphRole, dataset_iri, graph_role
 
@@ -177,7 +178,9 @@ def evaluate_update(operation: Operation) -> Response:
     runtime = current_runtime()
     store = runtime.store
     spans = () if runtime.remote else prepared.service_spans  # an engine calls out itself
-    with relayed(prepared.text, spans, service_limits(config)) as text:
+    to_run = update_for_engine(store, prepared.text, prepared.sweeps) if isinstance(store, RemoteStore) \
+        else prepared.text
+    with relayed(to_run, spans, service_limits(config)) as text:
         try:
             store.run_update(text.text, task.base_iri, default_graph=not prepared.names_dataset)
         except SyntaxError as error:

@@ -27,9 +27,11 @@ from server.http.sparql_errors import SyntaxProblem, plain_syntax_error
 from server.http.sparql_guard import (
     REFUSED_UNVERIFIED,
     Span,
+    Sweep,
     add_using,
     check_user_sparql,
     declared_prefixes,
+    graph_sweeps,
     has_dataset_clause,
     makes_graph,
     parse_error,
@@ -79,6 +81,7 @@ class PreparedUpdate:
     written_graphs: tuple[str, ...] | None  # the named graphs it may write; None: any
     service_spans: tuple[Span, ...] = ()  # where its SERVICE endpoints are, for the relay (federation)
     names_dataset: bool = False  # USING or WITH (the protocol's using-graph-uri included) sets its dataset
+    sweeps: tuple[Sweep, ...] = ()  # its DROP/CLEAR ALL, NAMED and DEFAULT (spelled out for some engines)
 
 
 def _dataset_options(task: QueryTask) -> dict[str, object]:
@@ -208,7 +211,7 @@ def prepare_update(task: UpdateTask) -> PreparedUpdate:
         raise BadRequest(f"malformed update: {plain_syntax_error(error, text, update=True).sentence}")
     touched = written_graphs(text, task.base_iri)
     return PreparedUpdate(text, checked.calls_remote, None if touched is None else tuple(sorted(touched)), spans,
-                          has_dataset_clause(text, is_update=True))
+                          has_dataset_clause(text, is_update=True), graph_sweeps(text))
 
 
 @dataclass(frozen=True)

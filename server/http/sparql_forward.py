@@ -16,6 +16,12 @@ at the deadline (checked between rows and at the end), the connection is closed.
 ``ENGINE_WAIT_S`` for the engine's answer: the engine's own timeout (``oxigraph serve --timeout-s``) stops
 most evaluations, not a sort, and until the engine answers the query keeps its worker's place.
 An allowed SERVICE call is made by the engine itself, not through the relay.
+
+A client's update is sent as it is, but where the default graph is kept in a named graph
+(``default_graph_stand_in``) its ``DROP``/``CLEAR`` of ``ALL``, ``NAMED`` or ``DEFAULT`` is spelled out as a
+``DROP SILENT GRAPH`` of each graph it means, the store's own (:func:`update_for_engine`): Virtuoso 7 reads
+``ALL`` as its default graph only and ``NAMED`` as no graph (a 204 that dropped nothing), and its ``DEFAULT``
+would be the engine's default graph, not the stand-in.
 """
 from __future__ import annotations
 
@@ -25,10 +31,11 @@ from typing import IO
 
 from pyoxigraph import NamedNode, QueryResultsFormat, RdfFormat, parse, parse_query_results
 
-from server.dialects import client_prologue, standard_parsed, union_params
+from server.dialects import StandardStream, client_prologue, standard_parsed, union_params
 from server.errors import BadRequest, GlassgraphError, LimitExceeded, StoreUnavailable
 from server.http.rdf_output import Answer
 from server.http.sparql_eval import CheckedQuery, QueryTask, deadline_exceeded, result_answer, within_bytes
+from server.http.sparql_guard import Sweep, replaced_spans
 from server.remote_store import RemoteStore
 from server.sparql_templates import render_term
 
@@ -91,7 +98,7 @@ def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) ->
             if media == "application/n-triples":
                 result = (quad.triple for quad in parse(body, format=RdfFormat.N_TRIPLES))
             else:
-                result = standard_parsed(parse_query_results(body, format=QueryResultsFormat.JSON))
+                result = standard_parsed(parse_query_results(StandardStream(body), format=QueryResultsFormat.JSON))
             answer = result_answer(result, task)
         except GlassgraphError:
             raise
@@ -103,3 +110,16 @@ def forward_query(store: RemoteStore, task: QueryTask, checked: CheckedQuery) ->
     if time.monotonic() - started > deadline_s:  # the whole answer, not only its first byte, must be in time
         raise deadline_exceeded(deadline_s)
     return within_bytes(answer, task)
+
+
+def update_for_engine(store: RemoteStore, text: str, sweeps: tuple[Sweep, ...]) -> str:
+    """A client's update as the engine is sent it: each of its ``sweeps`` (``DROP``/``CLEAR`` of ``ALL``,
+    ``NAMED``, ``DEFAULT``) a ``DROP SILENT GRAPH`` of each graph of the store it means, where the default graph
+    is a stand-in (the engine's own graphs are never among them); an empty ``INSERT DATA`` when it means none."""
+    if not sweeps or store.stand_in is None:
+        return text
+    named = store.named_graphs()
+    graphs = {"ALL": [*named, store.stand_in], "NAMED": named, "DEFAULT": [store.stand_in]}
+    return replaced_spans(text, [(sweep.start, sweep.end, " ;\n".join(
+        f"DROP SILENT GRAPH {render_term(graph)}" for graph in graphs[sweep.target]) or "INSERT DATA { }")
+        for sweep in sweeps])

@@ -42,6 +42,7 @@ _REMOTE_WORDS = re.compile(r"SERVICE|LOAD", re.IGNORECASE)  # anywhere: no word 
 _FROM = re.compile(r"FROM", re.IGNORECASE)
 _USING_WITH = re.compile(r"USING|WITH", re.IGNORECASE)
 _GRAPH_FORMS = re.compile(r"CONSTRUCT|DESCRIBE", re.IGNORECASE)
+_SWEPT = re.compile(r"ALL|NAMED|DEFAULT", re.IGNORECASE)
 _OPENERS, _CLOSERS = frozenset("{(["), frozenset("})]")
 MAX_NESTING = 64  # brackets and '!' one inside another; pyoxigraph's parser crashes past ~2,000 '{'
 _NESTING_CHARS = re.compile(r"[{(\[!]")
@@ -174,11 +175,39 @@ NOT_CALLED = "<urn:glassgraph:not-called>"  # an endpoint no SERVICE or LOAD can
 def without_calls(text: str, spans: Sequence[Span]) -> str:
     """``text`` with the endpoint at each span replaced by one that cannot be called: parsing (and so
     running, on an empty store) this text proves the real one parses, without calling anybody."""
+    return replaced_spans(text, [(span.start, span.end, NOT_CALLED) for span in spans])
+
+
+def replaced_spans(text: str, replacements: Sequence[tuple[int, int, str]]) -> str:
+    """``text`` with each ``text[start:end]`` replaced (the spans do not overlap)."""
     pieces, cursor = [], 0
-    for span in sorted(spans, key=lambda s: s.start):
-        pieces += [text[cursor:span.start], NOT_CALLED]
-        cursor = span.end
+    for start, end, replacement in sorted(replacements):
+        pieces += [text[cursor:start], replacement]
+        cursor = end
     return "".join(pieces) + text[cursor:]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """``text[start:end]`` is a DROP or CLEAR (SILENT or not) of ``target``: ALL, NAMED or DEFAULT."""
+
+    start: int
+    end: int
+    target: str
+
+
+def graph_sweeps(text: str) -> tuple[Sweep, ...]:
+    """Every DROP or CLEAR of ALL, NAMED or DEFAULT in an update; text without those words is not lexed."""
+    if _SWEPT.search(text) is None:
+        return ()
+    tokens = tokenize(text)
+    sweeps = []
+    for index, token in enumerate(tokens):
+        if token.is_word("DROP", "CLEAR"):
+            after = index + 1 + (index + 1 < len(tokens) and tokens[index + 1].is_word("SILENT"))
+            if after < len(tokens) and tokens[after].is_word("ALL", "NAMED", "DEFAULT"):
+                sweeps.append(Sweep(token.start, tokens[after].end, tokens[after].value.upper()))
+    return tuple(sweeps)
 
 
 def written_graphs(text: str, base: str | None = None) -> set[str] | None:
