@@ -557,3 +557,17 @@ def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(tmp_path: Path, t
     finally:
         server.close()
     assert statuses == ([200, 200, 200] if trusted else [200, 200, 429])
+
+
+def test_a_client_that_leaves_stops_its_query_asked_through_trustgraphs_rest_form(production: ProductionServer) -> None:
+    """The REST form runs the query as a nested request: the client's leaving must reach it too."""
+    idle = production.query_worker_cpu()
+    body = json.dumps({"query": COUNT_FOREVER}).encode()
+    with socket.create_connection(("127.0.0.1", production.port), timeout=10) as sock:
+        sock.sendall(request_head("POST", "/api/v1/flow/default/service/sparql",
+                                  {"Content-Type": "application/json", "Content-Length": str(len(body))}) + body)
+        running = _busy_worker(production, idle)
+    patience = time.monotonic() + 15  # well before the 30 s deadline would stop it
+    while running in production.query_worker_cpu() and time.monotonic() < patience:
+        time.sleep(0.05)
+    assert running not in production.query_worker_cpu(), production.log_tail()

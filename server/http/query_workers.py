@@ -590,14 +590,16 @@ class QueryWorkers:
         with self._parser.worker(SERVER_CLIENT, self.queue_wait_s) as worker:
             return worker.ask(("update", task), deadline_s)
 
-    def check_syntax(self, task: CheckTask, client: str, deadline_s: float) -> SyntaxProblem | None:
+    def check_syntax(self, task: CheckTask, client: str, deadline_s: float,
+                     client_left: threading.Event | None = None) -> SyntaxProblem | None:
         """``sparql_eval.check_syntax`` in a query worker (a check is as costly as a query's parse, and
         the editor sends one per pause in typing: it must not hold up the updates' parse worker). A check
-        that turns long (a text can make the parser's proof costly) steps aside as a query does."""
+        that turns long (a text can make the parser's proof costly) steps aside as a query does, and stops
+        as one does when its client leaves."""
         worker = self._queries.take(client, self.queue_wait_s)
         place = _Place(self._queries, self._long, worker, client, lower_priority=True)
         try:
-            return worker.ask(("syntax", task), deadline_s, place.move_aside, self.long_after_s)
+            return worker.ask(("syntax", task), deadline_s, place.move_aside, self.long_after_s, client_left)
         finally:
             place.release()
 

@@ -12,7 +12,7 @@ from collections import Counter
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from server.errors import BadRequest, UnsupportedMediaType
-from server.http.context import current_client, current_config, current_queries
+from server.http.context import client_left, current_client, current_config, current_queries
 from server.http.descriptions import current_descriptions
 from server.http.sparql_eval import CheckTask, check_syntax
 
@@ -33,8 +33,8 @@ def check() -> Response:
     config = current_config()
     task = CheckTask(text, config.service_allow, base_iri=url_for("sparql.sparql_endpoint", _external=True))
     workers = current_queries()
-    problem = (workers.check_syntax(task, current_client(), config.query_deadline_s) if workers is not None
-               else check_syntax(task))
+    problem = (check_syntax(task) if workers is None
+               else workers.check_syntax(task, current_client(), config.query_deadline_s, client_left()))
     return jsonify(valid=problem is None, problem=None if problem is None else problem.as_json())
 
 

@@ -21,12 +21,13 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from server.errors import BadRequest, LimitExceeded, NotFound
 from server.http.api import json_body
+from server.http.context import CLIENT_LEFT
 from server.http.trustgraph_socket import Internal, RequestError, answer_too_large, internal_request, query_string
 
 blueprint = Blueprint("trustgraph_rest", __name__)
 _KEPT = ("SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SCRIPT_NAME", "REMOTE_ADDR", "REMOTE_PORT", "HTTP_HOST",
          "HTTP_AUTHORIZATION", "wsgi.version", "wsgi.url_scheme", "wsgi.errors", "wsgi.multithread",
-         "wsgi.multiprocess", "wsgi.run_once")
+         "wsgi.multiprocess", "wsgi.run_once", CLIENT_LEFT)  # the nested request stops when its client leaves
 
 
 AUTH_STATUSES = (401, 403)
