@@ -96,7 +96,8 @@ def test_cpu_is_counted_by_role_across_a_server_process_tree() -> None:
     server.http.query_workers, as the real ones do): each role gets its own, the client (this test) little."""
     from bench.process_cpu import CLIENT, QUERY_WORKERS, SERVER, CpuSnapshot
 
-    worker = BURN.format(seconds=0.4)
+    worker = BURN.format(seconds=0.4) + "import sys\nsys.stdin.read()\n"  # alive until the test ends: an exited
+    # worker's command line is gone, and with it its role (the test once read it a moment too late)
     server_code = ("import subprocess, sys\n"
                    f"child = subprocess.Popen([sys.executable, '-c', {worker!r}, 'server.http.' + 'query_workers'])\n"
                    + BURN.format(seconds=0.3) + "print('done', flush=True)\nsys.stdin.read()\nchild.wait()\n")
