@@ -1,12 +1,14 @@
-"""with_keepalive: a generator read through a worker thread, with None while it is slow."""
+"""with_keepalive: a generator read through a worker thread, with None while it is slow; joined: the frames of
+a run that never waits, sent in few pieces."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Generator, Iterator
 
 import pytest
 
-from server.http.keepalive import with_keepalive
+from server.http.keepalive import joined, with_keepalive
 
 
 def test_messages_come_in_order_with_none_while_the_source_is_slow() -> None:
@@ -61,3 +63,41 @@ def test_an_error_in_the_source_reaches_the_reader() -> None:
     assert next(reader) == "a"
     with pytest.raises(ValueError, match="broken source"):
         next(reader)
+
+
+def _frames(*frames: str, pause_after: str = "", pause_s: float = 0.0) -> Generator[str, None, None]:
+    for frame in frames:
+        yield frame
+        if frame == pause_after:
+            time.sleep(pause_s)
+
+
+def test_frames_are_joined_in_order_up_to_the_size_of_a_piece() -> None:
+    assert list(joined(_frames("a\n", "b\n", "c\n"))) == ["a\nb\nc\n"]
+    frames = [f"data: {n:04d}\n\n" for n in range(10)]  # 12 characters each
+    pieces = list(joined(_frames(*frames), most_chars=30))
+    assert "".join(pieces) == "".join(frames)
+    assert [len(piece) for piece in pieces] == [36, 36, 36, 12]
+
+
+def test_a_frame_held_too_long_goes_out_with_the_next_one() -> None:
+    """A slow step (a large store's retrieval) does not keep the steps before it from the client past it."""
+    pieces = list(joined(_frames("a", "b", "c", pause_after="a", pause_s=0.1), most_held_s=0.05))
+    assert pieces == ["ab", "c"]
+
+
+def test_closing_the_pieces_closes_the_frames() -> None:
+    """A client that leaves closes the response, and so the run (which records the session as cancelled)."""
+    closed = threading.Event()
+
+    def source() -> Generator[str, None, None]:
+        try:
+            yield "a" * 10
+            yield "never read"
+        finally:
+            closed.set()
+
+    pieces = joined(source(), most_chars=5)
+    assert next(pieces) == "a" * 10
+    pieces.close()
+    assert closed.is_set()

@@ -21,7 +21,7 @@ from server.errors import (
 from server.explain.trace import MAX_SESSION_OFFSET, list_sessions, read_trace, trace_quads
 from server.http.context import client_left, current_config, current_runtime, current_store
 from server.http.descriptions import current_collections
-from server.http.keepalive import with_keepalive
+from server.http.keepalive import joined, with_keepalive
 from server.http.linked_data import requested_accept
 from server.http.negotiation import GRAPH_MEDIA, negotiate
 from server.http.params import int_parameter, iri_parameter
@@ -176,12 +176,14 @@ def _answer(pipeline_of: Callable[[Runtime], StagedRun], limits_type: type[Limit
     _count_question(runtime)
     slot = _answer_slot(runtime)
     try:
-        messages = pipeline_of(runtime).run(query, collection, explainable and not read_only, limits)
+        pipeline = pipeline_of(runtime)
+        messages = pipeline.run(query, collection, explainable and not read_only, limits)
         if not streaming:
             response = jsonify(_collect(messages, client_left()))
-        else:
-            keepalive_s = current_config().sse_keepalive_s if media == SSE else 0
-            response = Response(_frames(messages, sse=media == SSE, keepalive_s=keepalive_s),
+        else:  # keep-alives and frames one by one are for waits on a model server (server.http.keepalive)
+            keepalive_s = current_config().sse_keepalive_s if media == SSE and pipeline.llm.waits else 0
+            frames = _frames(messages, sse=media == SSE, keepalive_s=keepalive_s)
+            response = Response(frames if pipeline.llm.waits else joined(frames),
                                 content_type=media + "; charset=utf-8",
                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     except BaseException:
@@ -193,7 +195,7 @@ def _answer(pipeline_of: Callable[[Runtime], StagedRun], limits_type: type[Limit
     return response
 
 
-def _frames(messages: Iterator[GraphRagResponse], sse: bool, keepalive_s: float) -> Iterator[str]:
+def _frames(messages: Iterator[GraphRagResponse], sse: bool, keepalive_s: float) -> Generator[str, None, None]:
     """One SSE event (``data: {...}``) or one NDJSON line per message, and an SSE comment after each
     ``keepalive_s`` without one (0: none); a closed connection stops the run."""
     stream = with_keepalive(messages, keepalive_s) if keepalive_s > 0 else messages

@@ -1,5 +1,9 @@
-"""Keep-alives for streamed answers: while the pipeline waits on a slow LLM, an SSE stream sends a
-comment now and then, so that proxies and clients do not drop a connection that looks idle.
+"""How a streamed answer's frames are paced. While the pipeline waits on a model server, an SSE stream
+sends a comment now and then (``with_keepalive``), so that proxies and clients do not drop a connection
+that looks idle. A pipeline whose LLM never waits (the offline one, in-process) needs neither that nor its
+frames sent one by one: the thread and a hand-off and a pass of the event loop per frame cost the server a
+third of its work (under one client on the sample, 19.5 ms of CPU a question without them, 28.5 with), so
+its frames go out ``joined``.
 
 The pipeline runs in a worker thread (a generator may only be advanced and closed by one thread at
 a time); the response reads its messages from a queue and gets ``None`` when ``interval_s`` passes
@@ -9,7 +13,8 @@ worker closes the pipeline, which records the session as cancelled.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Generator, Iterator
 from queue import Empty, Queue
 from typing import TypeVar
 
@@ -52,3 +57,25 @@ def with_keepalive(messages: Iterator[T], interval_s: float) -> Iterator[T | Non
             yield message
     finally:
         stop.set()
+
+
+def joined(frames: Generator[str, None, None], most_chars: int = 64 * 1024, most_held_s: float = 0.02
+           ) -> Iterator[str]:
+    """``frames`` joined into pieces of about ``most_chars`` at most; a frame held ``most_held_s`` goes out with
+    the next one made (on a large store a step can take that long: the client still sees the run advance).
+    Closing the pieces closes ``frames``."""
+    pieces: list[str] = []
+    size, held_at = 0, 0.0
+    try:
+        for frame in frames:
+            if not pieces:
+                held_at = time.monotonic()
+            pieces.append(frame)
+            size += len(frame)
+            if size >= most_chars or time.monotonic() - held_at >= most_held_s:
+                yield "".join(pieces)
+                pieces, size = [], 0
+        if pieces:
+            yield "".join(pieces)
+    finally:
+        frames.close()

@@ -54,6 +54,7 @@ class CallStats:
 class LLM(Protocol):
     model: str  # recorded in the trace
     context_tokens: int | None  # the context length the prompts must fit in (None: no limit, no model)
+    waits: bool  # its calls wait on a model server: a streamed answer sends keep-alives meanwhile
 
     def select(self, question: str, edges: list[tuple[str, Edge]],
                aliases: Mapping[str, tuple[str, ...]] | None = None) -> str:

@@ -27,6 +27,7 @@ class OfflineLLM:
     model = "offline"
     context_tokens = None  # no model: every retrieved edge is read
     deterministic = True  # its selection is the deterministic selector's, and is named so
+    waits = False  # it answers in-process at once: a streamed answer needs no keep-alive thread
 
     def select(self, question: str, edges: list[tuple[str, Edge]], aliases: Aliases | None = None) -> str:
         """The chosen edges as JSONL; nothing when the graph does not answer the question."""

@@ -45,6 +45,8 @@ _CONTEXT_WORDS = ("context length", "context size", "context window", "context_l
 class OpenAILLM:
     """Chat completions through the openai client: selection, extraction and the answer, each streamed."""
 
+    waits = True  # on the model server, for seconds at a time
+
     def __init__(self, config: Config, background: bool = False) -> None:
         """``background``: its calls wait behind questions' for the endpoint's slots (ingest)."""
         if not config.llm_api_key and not config.llm_base_url:
