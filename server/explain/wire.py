@@ -53,7 +53,11 @@ def wire_term(wire: object) -> Term:
         return Literal(wire["v"], datatype=NamedNode(str(datatype))) if datatype else Literal(wire["v"])
     inner = wire.get("r") if kind == "r" else wire.get("tr") if kind == "t" else None  # "t"/"tr": TrustGraph 2.x
     if isinstance(inner, dict):
-        return Triple(wire_term(inner.get("s")), wire_term(inner.get("p")), wire_term(inner.get("o")))
+        subject, predicate, obj = (wire_term(inner.get(part)) for part in ("s", "p", "o"))
+        if not isinstance(subject, NamedNode) or not isinstance(predicate, NamedNode):
+            raise ValueError("a triple term's subject and predicate are IRIs (RDF 1.2: a literal or a triple term "
+                             f"is only an object), got {wire!r:.80}")
+        return Triple(subject, predicate, obj)
     raise ValueError(f"not a term of the wire form (t: i, l, r or t): {wire!r:.80}")
 
 
