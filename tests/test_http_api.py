@@ -1,12 +1,14 @@
 """The GraphRAG / explain / linked-data API over a real server on 127.0.0.1 (and once under gunicorn)."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import requests
@@ -290,6 +292,42 @@ def test_collection_counts_are_kept_until_the_next_write(france_store: GraphStor
     finally:
         server.close()
 
+
+
+@pytest.mark.parametrize("lagging", [True, False])
+def test_while_one_request_renews_kept_counts_the_others_answer_with_the_last_ones(
+        tmp_path: Path, lagging: bool) -> None:
+    """Under a stream of writes each request waiting for the counts found them stale again and counted the
+    store in turn (the soak's 40 page clients waited 16-60 s, some past their 60 s timeout). A page's counts
+    (``lagging``) are the last ones while another request renews them; a size check waits for the new ones."""
+    from flask import Flask
+
+    from server.http.descriptions import kept_until_written
+
+    store = GraphStore(tmp_path / "store")
+    app = Flask(__name__)
+    app.extensions["glassgraph.runtime"] = SimpleNamespace(store=store)
+    counting, release = threading.Event(), threading.Event()
+
+    def count() -> int:
+        counting.set()
+        assert release.wait(30)
+        return len(store)
+
+    assert kept_until_written(app, "test.counts", lambda: len(store), lagging=lagging) == 0
+    store.extend([Quad(NamedNode("urn:s"), NamedNode("urn:p"), Literal("1"))])
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        renewing = pool.submit(kept_until_written, app, "test.counts", count, lagging=lagging)
+        assert counting.wait(30)
+        other = pool.submit(kept_until_written, app, "test.counts", count, lagging=lagging)
+        if lagging:
+            assert other.result(timeout=30) == 0  # at once, the last counts
+        else:
+            with pytest.raises(concurrent.futures.TimeoutError):
+                other.result(timeout=0.5)  # it waits for the renewal
+        release.set()
+        assert renewing.result(timeout=30) == 1 and other.result(timeout=30) == (0 if lagging else 1)
+    assert kept_until_written(app, "test.counts", count, lagging=lagging) == 1  # kept: no write since
 
 
 def test_a_graph_store_size_check_is_kept_until_the_next_write(france_store: GraphStore) -> None:

@@ -147,7 +147,8 @@ def _trace_or_404(iri: str | None) -> dict:
 def home() -> str:
     """The dataset named (each collection with its documents, the sample's title when it was loaded),
     a question box, one sample query, and the recent sessions."""
-    collections = kept_until_written(current_app._get_current_object(), "glassgraph.home", _home_collections)
+    collections = kept_until_written(current_app._get_current_object(), "glassgraph.home", _home_collections,
+                                     lagging=True)
     prefixes = {p: vocab.PREFIXES[p] for p in ("r", "rdfs")}
     return render_template("home.html", collections=collections, questions=EXAMPLE_QUESTIONS,
                            sessions=list_sessions(current_store(), limit=5), sample_query=SAMPLE_QUERY,
