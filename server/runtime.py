@@ -37,6 +37,8 @@ class Runtime:
     def __init__(self, config: Config, store: StoreBackend) -> None:
         self.config, self.store = config, store
         self.remote = isinstance(store, RemoteStore)  # the engine evaluates clients' queries itself
+        # a question's run can wait on another process besides its LLM: an engine, an embeddings server, Qdrant
+        self.answers_wait = self.remote or config.embeddings != "wordllama" or config.vectors != "local"
         self.queries: QueryWorkers | None = None  # None: an in-memory store, queried in the request's thread
         if self.remote or (store.path is not None and config.query_workers > 0):
             # a remote engine evaluates, but worker processes still check what is sent

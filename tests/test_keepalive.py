@@ -73,9 +73,9 @@ def _frames(*frames: str, pause_after: str = "", pause_s: float = 0.0) -> Genera
 
 
 def test_frames_are_joined_in_order_up_to_the_size_of_a_piece() -> None:
-    assert list(joined(_frames("a\n", "b\n", "c\n"))) == ["a\nb\nc\n"]
+    assert list(joined(_frames("a\n", "b\n", "c\n"), most_held_s=60)) == ["a\nb\nc\n"]
     frames = [f"data: {n:04d}\n\n" for n in range(10)]  # 12 characters each
-    pieces = list(joined(_frames(*frames), most_chars=30))
+    pieces = list(joined(_frames(*frames), most_chars=30, most_held_s=60))
     assert "".join(pieces) == "".join(frames)
     assert [len(piece) for piece in pieces] == [36, 36, 36, 12]
 
@@ -97,7 +97,19 @@ def test_closing_the_pieces_closes_the_frames() -> None:
         finally:
             closed.set()
 
-    pieces = joined(source(), most_chars=5)
+    frames = source()  # held here too: only joined's own close can close it now
+    pieces = joined(frames, most_chars=5)
     assert next(pieces) == "a" * 10
     pieces.close()
     assert closed.is_set()
+
+
+def test_the_frames_held_when_the_run_fails_go_out_before_the_error() -> None:
+    def failing() -> Generator[str, None, None]:
+        yield "session"
+        raise RuntimeError("the store failed")
+
+    pieces = joined(failing(), most_held_s=60)
+    assert next(pieces) == "session"
+    with pytest.raises(RuntimeError, match="the store failed"):
+        next(pieces)

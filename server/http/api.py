@@ -180,10 +180,11 @@ def _answer(pipeline_of: Callable[[Runtime], StagedRun], limits_type: type[Limit
         messages = pipeline.run(query, collection, explainable and not read_only, limits)
         if not streaming:
             response = jsonify(_collect(messages, client_left()))
-        else:  # keep-alives and frames one by one are for waits on a model server (server.http.keepalive)
-            keepalive_s = current_config().sse_keepalive_s if media == SSE and pipeline.llm.waits else 0
+        else:  # keep-alives and frames one by one are for a run that waits on other processes (keepalive.py)
+            waits = pipeline.llm.waits or runtime.answers_wait
+            keepalive_s = current_config().sse_keepalive_s if media == SSE and waits else 0
             frames = _frames(messages, sse=media == SSE, keepalive_s=keepalive_s)
-            response = Response(frames if pipeline.llm.waits else joined(frames),
+            response = Response(frames if waits else joined(frames),
                                 content_type=media + "; charset=utf-8",
                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     except BaseException:
@@ -279,5 +280,6 @@ def documents() -> Response:
 
 @blueprint.route("/api/collections", methods=["GET"])
 def collections() -> Response:
-    """Every collection with its triple counts, as counted after the store's last write of data."""
+    """Every collection with its triple counts, as counted after the store's last write of data (while one
+    request counts them again, the others get the last counts: ``descriptions.kept_until_written``)."""
     return jsonify(collections=current_collections(current_app._get_current_object()))

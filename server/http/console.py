@@ -160,7 +160,7 @@ def _home_collections() -> list[dict]:
     """Each collection with its counts, documents and VoID link (kept until the next write of data)."""
     store, config = current_store(), current_config()
     collections = []
-    for collection in current_collections(current_app._get_current_object()):
+    for collection in current_collections(current_app._get_current_object(), lagging=False):
         rows = store.select("console_document_count", default_graph=vocab.source_graph(collection["collection"]))
         documents = int(rows[0]["n"].value) if rows else 0
         is_sample = config.load_sample and collection["collection"] == config.default_collection and documents > 0

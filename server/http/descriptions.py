@@ -29,7 +29,7 @@ _locks: dict[str, threading.Lock] = {}  # one per kept value: one request at a t
 
 @dataclass(frozen=True)
 class _Kept:
-    data_writes: int  # the store's writes other than explanations, when computed
+    data_generation: int  # the store's last write other than an explanation, when computed
     trace_writes: int
     at: float  # time.monotonic()
     value: Any
@@ -54,8 +54,8 @@ def kept_until_written(app: Flask, key: str, compute: Callable[[], T], traces_ma
     try:
         kept = app.extensions.get(key)
         if kept is None or _stale(kept, store, traces_matter):
-            data_writes = store.generation - store.trace_writes  # before computing: a write meanwhile renews it
-            kept = _Kept(data_writes, store.trace_writes, time.monotonic(), compute())
+            generation = store.data_generation  # before computing: a write meanwhile renews it
+            kept = _Kept(generation, store.trace_writes, time.monotonic(), compute())
             app.extensions[key] = kept
         return kept.value
     finally:
@@ -65,7 +65,7 @@ def kept_until_written(app: Flask, key: str, compute: Callable[[], T], traces_ma
 def _stale(kept: _Kept, store: StoreBackend, traces_matter: bool) -> bool:
     """Whether ``kept`` misses a write of data, or explanations (or another process's writes) of more than
     ``TRACES_REFRESH_S`` ago."""
-    return (kept.data_writes != store.generation - store.trace_writes
+    return (kept.data_generation != store.data_generation
             or ((store.shared or (traces_matter and kept.trace_writes != store.trace_writes))
                 and time.monotonic() - kept.at >= TRACES_REFRESH_S))
 
@@ -77,8 +77,9 @@ def current_descriptions(app: Flask) -> list[GraphDescription]:
     return kept_until_written(app, "glassgraph.void", lambda: describe_store(store), traces_matter=True, lagging=True)
 
 
-def current_collections(app: Flask) -> list[dict[str, object]]:
+def current_collections(app: Flask, lagging: bool = True) -> list[dict[str, object]]:
     """``StoreBackend.collections()``: every collection with its triple counts (counting every graph took
-    0.5-1.8 s a request on the sample); explanations are in no collection."""
+    0.5-1.8 s a request on the sample); explanations are in no collection. Not ``lagging`` for a value kept in
+    turn (the home page's), which would keep the last counts as if they were new."""
     store = app.extensions["glassgraph.runtime"].store
-    return kept_until_written(app, "glassgraph.collections", store.collections, lagging=True)
+    return kept_until_written(app, "glassgraph.collections", store.collections, lagging=lagging)
