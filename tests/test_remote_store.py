@@ -289,7 +289,8 @@ def test_runaway_queries_forwarded_at_once_are_bounded_by_the_long_lane(
     """The engine evaluates no more of this process's long queries at once than GLASSGRAPH_LONG_QUERIES: a
     query holds its place until the engine has answered, in the long lane after a second, so runaway queries
     past the lane are refused (429) instead of piling up on the engine, while a short query is answered."""
-    runaway = {"query": "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"}
+    # 300^4 rows: a cube (300^3) was once counted within the 4 s deadline (a 200 where the test expects 422)
+    runaway = {"query": "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l }"}
     with one_worker_app(tmp_path_factory, "flood", 4, 300, 3.0, long_queries=1) as (_, live):
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             first = pool.submit(requests.get, live.url + "/sparql", params=runaway)
