@@ -74,6 +74,8 @@ class Worker(UvicornWorker):
     CONFIG_KWARGS = {"loop": "auto", "http": "h11", "h11_max_incomplete_event_size": HEAD_LIMIT,
                      "ws": "websockets", "ws_max_size": trustgraph_socket.MAX_FRAME_BYTES,
                      "ws_max_queue": 2}  # frames a socket buffers unread: 32 (of up to 1 MB) by default
+    # "websockets", not the "websockets-sansio" its deprecation warning points to: uvicorn 0.55's sans-I/O
+    # implementation ignores ws_max_queue, and with it the bound on what a socket buffers unread
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
