@@ -25,21 +25,15 @@ longer too. Health checks, writes and GraphRAG have threads of their own.
 Freshness: the server counts its writes (``StoreBackend.generation``). A query sent after an
 acknowledged write of data (an update, the Graph Store, an ingest) is answered on a snapshot that holds
 it; a worker whose snapshot is older opens a new one first. GraphRAG's traces, written by every
-question, need no new snapshot on a query's path: a renewer thread flushes them every ``FLUSH_EVERY_S``
-and then opens new snapshots in idle workers, and a worker whose snapshot has missed writes for
-``STALE_AFTER_S`` renews it before its next query (busy workers are never idle). So /sparql shows a
-trace within about ``STALE_AFTER_S``; /api/explain and the console read the store itself, at once.
-
-What a flush and an opening cost sets those numbers. Opening a snapshot replays the write-ahead log
-since the last flush: 1-3 ms per write of 120 quads, worse than linear (49 ms after 40 such writes,
-4.5 s after 1,600, 13 ms after a flush), so a snapshot is never opened on more than ``REPLAY_MAX_WRITES`` unflushed
-writes: past that the writes are flushed first. A flush is not cheap either: each one adds a small file
-to every index, and a trace's keys fall all over each index, so the compactions those files set off
-rewrite the whole store (flushed every second, under one GraphRAG client on the sample, compactions took
-5.0 of the server's 22.8 s of CPU; every 5 s, 2.0-3.1 s; more on a larger store). Traces are therefore
-flushed every few seconds, and idle workers renewed after the flush rather than after each write
-(renewing every 0.2 s on up to a second of unflushed traces cost the workers 0.25 s of CPU a second under
-that one client; now 0.03 s).
+question, need no new snapshot on a query's path: a renewer thread opens new snapshots in idle
+workers ahead of need, at most every ``RENEW_EVERY_S``, and a worker whose snapshot has missed writes
+for ``STALE_AFTER_S`` renews it before its next query (busy workers are never idle). So /sparql
+shows a trace within about a second; /api/explain and the console read the store itself, at once.
+Opening a snapshot replays the store's write-ahead log, which grows with every write until the
+server flushes it (after 5,000 trace-sized writes a snapshot took 11 s to open, 10 ms after a
+flush), so the renewer flushes the server's writes at most every ``FLUSH_EVERY_S``, off the queries'
+path: a flush before each opening cost a query after a write 30 ms more (75 ms instead of 27 on the
+sample) and, by the compactions its small files set off, made most openings fail and start again.
 """
 from __future__ import annotations
 
@@ -93,10 +87,9 @@ LONG_AFTER_S, REMOTE_LONG_AFTER_S = 0.1, 1.0
 _LONG_CHECK_S = 0.25  # how often a running query's CPU time is read
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 LONG_NICENESS = 19  # a long query's scheduling priority: the lowest (at 10, 8 of them took half the CPU)
-RENEW_EVERY_S = 0.2  # how often the renewer looks for writes of data (idle workers are renewed after one)
-FLUSH_EVERY_S = 5.0  # the most often the renewer flushes traces (then renews idle workers on them)
-STALE_AFTER_S = 5.0  # the longest a busy worker answers on a snapshot that misses a trace
-REPLAY_MAX_WRITES = 32  # the most unflushed writes a snapshot is opened on (about 40 ms of replay); else a flush
+RENEW_EVERY_S = 0.2  # the most often idle workers are given new snapshots after writes
+FLUSH_EVERY_S = 1.0  # the most often the renewer flushes the server's writes (a snapshot replays the rest)
+STALE_AFTER_S = 1.0  # the longest a busy worker answers on a snapshot that misses a trace
 SERVER_CLIENT = "(server)"  # the client key of the server's own jobs (update parses, uploads)
 _PARENT_CHECK_S = 1.0
 _OPEN_ATTEMPTS, _OPEN_RETRY_S = 10, 0.01  # the n-th retry waits n times _OPEN_RETRY_S
@@ -489,7 +482,6 @@ class QueryWorkers:
         self._parser = _Pool(1, per_client, start, "the parse worker")
         self._long = _LongLane(long_queries)
         self._flushed_generation, self._flushed_at = store.generation, time.monotonic()
-        self._flushing = threading.Lock()
         self._renewer = None if store_path is None else _Renewer(self)
 
     def prestart(self) -> None:
@@ -516,14 +508,13 @@ class QueryWorkers:
             place.release()
 
     def renew_idle(self) -> int:
-        """Open a new snapshot in each free worker that misses a write of data or a flushed trace (done by the
+        """Open a snapshot of the latest writes in each free worker whose snapshot is older (done by the
         renewer ahead of need, so that a query seldom waits for one); the number renewed."""
         renewed = 0
         for worker in self._queries.places.take_all_free():
             try:
-                required = max(self.store.data_generation, self._flushed_generation)
-                if worker is not None and worker.alive and worker.generation < required:
-                    self._renew(worker, required)
+                if worker is not None and worker.alive and worker.generation < self.store.generation:
+                    self._renew(worker, self.store.generation)
                     renewed += 1
             except GlassgraphError:
                 pass  # the worker is dead: its place starts a new one when next used
@@ -540,25 +531,21 @@ class QueryWorkers:
 
     def _renew(self, worker: _Worker, required: int) -> None:
         """Give ``worker`` a snapshot at least at generation ``required``, unless its own is: the store's latest,
-        opened on at most ``REPLAY_MAX_WRITES`` unflushed writes. Opening is the server's work, not the
-        client's: it has its own time limit, apart from the query's deadline."""
+        the server's writes flushed first (so that opening the snapshot replays little). Opening is the
+        server's work, not the client's: it has its own time limit, apart from the query's deadline."""
         if worker.generation >= required:
             return
-        self.flush_written(before_opening=True)
         generation = self.store.generation
         worker.ask(("renew", generation), _START_TIMEOUT_S)
         worker.renewed(generation)
 
-    def flush_written(self, before_opening: bool = False) -> None:
-        """Flush the server's unflushed writes when ``FLUSH_EVERY_S`` has passed since the last flush, or, when
-        a snapshot is about to be opened on them, when there are more than ``REPLAY_MAX_WRITES``."""
-        with self._flushing:
-            generation = self.store.generation
-            unflushed = generation - self._flushed_generation
-            due = time.monotonic() - self._flushed_at >= FLUSH_EVERY_S
-            if unflushed and (due or (before_opening and unflushed > REPLAY_MAX_WRITES)):
-                self.store.flush()
-                self._flushed_generation, self._flushed_at = generation, time.monotonic()
+    def flush_written(self) -> None:
+        """Flush the server's writes when there are new ones and ``FLUSH_EVERY_S`` has passed since the last
+        flush, so that a snapshot opened later replays at most that much of the write-ahead log."""
+        generation = self.store.generation
+        if generation != self._flushed_generation and time.monotonic() - self._flushed_at >= FLUSH_EVERY_S:
+            self.store.flush()
+            self._flushed_generation, self._flushed_at = generation, time.monotonic()
 
     def check_and_forward(self, task: QueryTask, client: str, deadline_s: float,
                           forward: Callable[[CheckedQuery], Answer]) -> Answer:
@@ -625,9 +612,9 @@ class QueryWorkers:
 
 
 class _Renewer:
-    """A thread that flushes the server's traces (``flush_written``, every ``FLUSH_EVERY_S``) and renews idle
-    workers' snapshots after writes of data (within ``RENEW_EVERY_S``) and after each flush: a write then costs
-    the next queries nothing, and readers see GraphRAG's traces within about ``FLUSH_EVERY_S``."""
+    """A thread that flushes the server's writes (``flush_written``) and renews idle workers' snapshots after
+    writes, at most every ``RENEW_EVERY_S``: a write then costs the next queries nothing, and readers see the
+    server's GraphRAG traces within about ``STALE_AFTER_S``."""
 
     def __init__(self, workers: QueryWorkers) -> None:
         self._workers = workers
