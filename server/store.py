@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
@@ -25,13 +26,34 @@ from server.errors import StoreLocked
 from server.sparql_templates import Term, data_line, render_term
 from server.store_base import GraphName, QueryResult, StoreBackend, Values, graph_options, insert_data, template_text
 
-__all__ = ["GraphStore", "GraphName", "QueryResult", "graph_options", "store_directory", "insert_data_update"]
+__all__ = ["GraphStore", "GraphName", "QueryResult", "graph_options", "store_directory", "insert_data_update",
+           "open_snapshot"]
+
+_OPEN_ATTEMPTS, _OPEN_RETRY_S = 10, 0.01  # the n-th retry waits n times _OPEN_RETRY_S
 
 
 def store_directory(path: str | Path | None) -> Path | None:
     """The directory of an on-disk store; None for an in-memory one (``None`` or ``":memory:"``) or a remote
     engine (an ``http(s)://`` URL)."""
     return None if path in (None, ":memory:") or str(path).startswith(("http://", "https://")) else Path(path)
+
+
+def open_snapshot(path: str | Path) -> Store:
+    """A read-only (frozen) instance of the on-disk store at ``path``, which a server may hold and write.
+
+    Opening races the writer's compactions: the manifest read first can name a file deleted a moment later
+    (RocksDB then says "Corruption: ... No such file or directory ... MANIFEST ... may be corrupted"; seen on
+    a clean-clone CI run of ``glassgraph explain`` beside a serving server). A failed open is tried again a
+    few times; the last failure is raised as ``OSError``.
+    """
+    failure: Exception | None = None
+    for attempt in range(_OPEN_ATTEMPTS):
+        time.sleep(_OPEN_RETRY_S * attempt)
+        try:
+            return Store.read_only(str(path))
+        except (OSError, RuntimeError) as error:
+            failure = error
+    raise OSError(str(failure))
 
 
 def _graph_clause(graph: GraphName) -> str:
@@ -71,7 +93,7 @@ class GraphStore(StoreBackend):
         if self.path is None:
             self.raw = Store()
         elif read_only:
-            self.raw = Store.read_only(str(self.path))
+            self.raw = open_snapshot(self.path)
         else:
             try:
                 self.raw = Store(str(self.path))

@@ -71,6 +71,7 @@ from server.http.sparql_eval import (
     deadline_exceeded,
     prepare_update,
 )
+from server.store import open_snapshot
 
 if TYPE_CHECKING:
     from server.store_base import StoreBackend
@@ -92,7 +93,6 @@ FLUSH_EVERY_S = 1.0  # the most often the renewer flushes the server's writes (a
 STALE_AFTER_S = 1.0  # the longest a busy worker answers on a snapshot that misses a trace
 SERVER_CLIENT = "(server)"  # the client key of the server's own jobs (update parses, uploads)
 _PARENT_CHECK_S = 1.0
-_OPEN_ATTEMPTS, _OPEN_RETRY_S = 10, 0.01  # the n-th retry waits n times _OPEN_RETRY_S
 _EVALUATION_ATTEMPTS = 4  # a query failing on the store's side, on a new snapshot each time
 _REAP_WAIT_S = 5.0  # how long a stopped worker process is waited for before a thread takes over the wait
 _STEPS: dict[str, Callable[[object], object]] = {  # a worker's jobs other than a query, by name
@@ -140,19 +140,15 @@ class _Snapshot:
         return answer_query(self.open(generation), task)
 
     def open(self, generation: int) -> Store:
-        """A snapshot at ``generation``. Opening races the server's compactions (a file the manifest
-        names can be gone a moment later), so a failed open is tried again a few times."""
+        """A snapshot at ``generation`` (``store.open_snapshot``: a failed open is tried again a few times)."""
         if self.store is not None and self.generation == generation:
             return self.store
         self.store = None
-        for attempt in range(_OPEN_ATTEMPTS):
-            time.sleep(_OPEN_RETRY_S * attempt)
-            try:
-                self.store, self.generation = Store.read_only(self.path), generation
-                return self.store
-            except (OSError, RuntimeError) as error:
-                failure = error
-        raise Unavailable(f"the store could not be opened for reading: {failure}")
+        try:
+            self.store, self.generation = open_snapshot(self.path), generation
+        except OSError as error:
+            raise Unavailable(f"the store could not be opened for reading: {error}") from None
+        return self.store
 
 
 def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:
