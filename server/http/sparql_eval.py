@@ -29,6 +29,7 @@ from server.http.sparql_guard import (
     Span,
     Sweep,
     add_using,
+    ask_as_select,
     check_user_sparql,
     declared_prefixes,
     graph_sweeps,
@@ -130,20 +131,22 @@ def answer_query(store: Store, task: QueryTask) -> Answer:
     checked = check_query(task)
     with relayed(task.text, checked.service_spans, task.service_limits) as text:
         try:
-            result = store.query(text.text, base_iri=task.base_iri, **_dataset_options(task))
-            answer = result_answer(result, task)
-        except SyntaxError as error:
-            problem = plain_syntax_error(str(error), task.text, reread=True, base=task.base_iri)
+            as_select = ask_as_select(text.text)
+            result = store.query(as_select or text.text, base_iri=task.base_iri, **_dataset_options(task))
+            answer = result_answer(result if as_select is None else next(iter(result), None) is not None, task)
+        except SyntaxError as error:  # where the client's own text stops parsing, not the SELECT made of it
+            raw = str(error) if as_select is None else parse_error(text.text, False, task.base_iri) or str(error)
+            problem = plain_syntax_error(raw, task.text, reread=True, base=task.base_iri)
             raise BadRequest(f"malformed query: {problem.sentence}") from None
         except (OSError, RuntimeError, ValueError) as error:
             raise text.failure or evaluation_error(error, checked.calls_remote) from None
     return within_bytes(answer, task)
 
 
-def result_answer(result: QueryBoolean | QuerySolutions | Iterator, task: QueryTask) -> Answer:
+def result_answer(result: QueryBoolean | bool | QuerySolutions | Iterator, task: QueryTask) -> Answer:
     """A query's result (solutions, a boolean, or triples) in the negotiated format, within the row limit and
     the deadline (checked between rows)."""
-    if isinstance(result, (QueryBoolean, QuerySolutions)):
+    if isinstance(result, (QueryBoolean, bool, QuerySolutions)):
         return _results_answer(result, task)
     return rdf_answer(_pull(result, task, as_tuples=False), task.accept,
                       prefixes=declared_prefixes(task.text, task.base_iri))
@@ -156,12 +159,12 @@ def within_bytes(answer: Answer, task: QueryTask) -> Answer:
     return answer
 
 
-def _results_answer(result: QueryBoolean | QuerySolutions, task: QueryTask) -> Answer:
+def _results_answer(result: QueryBoolean | bool | QuerySolutions, task: QueryTask) -> Answer:
     media = negotiate(task.accept, list(RESULTS_MEDIA))
     if media is None:
         raise not_acceptable(list(RESULTS_MEDIA))
     fmt = RESULTS_MEDIA[media]
-    if isinstance(result, QueryBoolean):
+    if isinstance(result, (QueryBoolean, bool)):
         return Answer(RESULTS_CONTENT_TYPE[fmt], write_boolean(fmt, bool(result)))
     if task.deadline_s is None and fmt in SOLUTION_FORMATS and (task.first_rows is None or fmt == "tsv"):
         # stopped from outside (a query worker): faster
