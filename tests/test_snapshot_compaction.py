@@ -18,9 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyoxigraph import NamedNode, RdfFormat, Store
+from pyoxigraph import NamedNode, Quad, RdfFormat, Store
 
 from server.config import PROJECT_ROOT
+from server.http.query_workers import _Snapshot
 from server.http.sparql_guard import ask_as_select
 from server.store import GraphStore, open_snapshot
 
@@ -63,6 +64,7 @@ for attempt in range(30):
         if failures == 3:
             break
 """
+EX = "http://example.org/"
 LINE_WITHIN_S = 15  # the reader's 3 s wait for a lost file, then an ASK of milliseconds, on a loaded machine
 
 
@@ -118,6 +120,24 @@ def test_an_ask_on_a_snapshot_that_lost_a_file_ends_with_the_error(compacting_st
         reader.kill()
     assert "failed" in outcomes, outcomes  # a lost file was met (else this test proved nothing)
     assert set(outcomes) <= {"answered", "failed"}
+
+
+def test_a_workers_snapshot_is_kept_until_a_table_file_it_had_is_gone(tmp_path: Path, compacting_store: Path) -> None:
+    """An idle snapshot is not kept past a compaction: the next query would meet the lost file."""
+    written = GraphStore(tmp_path / "quiet")
+    written.raw.add(Quad(NamedNode(EX + "s"), NamedNode(EX + "p"), NamedNode(EX + "o")))
+    written.raw.flush()  # into table files
+    del written
+    gc.collect()
+    quiet = _Snapshot(str(tmp_path / "quiet"))
+    kept = quiet.open(0)
+    assert quiet.table_files and quiet.open(0) is kept  # nobody writes: kept
+    assert quiet.open(1) is not kept  # a newer generation: a new snapshot
+    snapshot = _Snapshot(str(compacting_store))
+    first, until = snapshot.open(0), time.monotonic() + 10
+    while all((compacting_store / name).exists() for name in snapshot.table_files) and time.monotonic() < until:
+        time.sleep(0.01)
+    assert snapshot.open(0) is not first  # same generation, a file gone: a new snapshot
 
 
 ASKS = [  # each with its answer on SMALL: the word in comments, strings, IRIs and names; every clause ASK takes

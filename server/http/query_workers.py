@@ -119,18 +119,24 @@ def _exit_with_parent(parent: int) -> None:
 
 
 class _Snapshot:
-    """A worker's read-only view of the store, reopened when the server has written since."""
+    """A worker's read-only view of the store, reopened when the server has written since, or has compacted
+    away a table file that was there when it was opened.
+
+    A read-only instance opens most table files when it first reads them, so a file deleted since the open is
+    an error for the query that needs it (docs/decisions.md, decision 30). The directory is listed before each
+    query (tens of microseconds) so that an idle snapshot is not kept past a compaction.
+    """
 
     def __init__(self, path: str) -> None:
         self.path, self.store, self.generation = path, None, -1
+        self.table_files: frozenset[str] = frozenset()  # the store's table files just after the open
 
     def answer(self, generation: int, task: QueryTask) -> Answer:
         """The answer on a snapshot at least as new as ``generation``.
 
-        An evaluation that fails on the store's side (a file the server compacted away under the
-        snapshot: a read-only instance opens its files as it reads them) is tried again on a new
-        snapshot, up to ``_EVALUATION_ATTEMPTS`` times: under load a compaction can also outrun the
-        first new one (seen in the short soak: a 500 naming a missing ``.sst`` file).
+        An evaluation that fails on the store's side (a file compacted away while the query ran) is tried
+        again on a new snapshot, up to ``_EVALUATION_ATTEMPTS`` times: under load a compaction can also
+        outrun the first new one (seen in the short soak: a 500 naming a missing ``.sst`` file).
         """
         for _ in range(_EVALUATION_ATTEMPTS - 1):
             try:
@@ -140,15 +146,23 @@ class _Snapshot:
         return answer_query(self.open(generation), task)
 
     def open(self, generation: int) -> Store:
-        """A snapshot at ``generation`` (``store.open_snapshot``: a failed open is tried again a few times)."""
-        if self.store is not None and self.generation == generation:
+        """A snapshot at ``generation`` whose table files are all still there (``store.open_snapshot``: a
+        failed open is tried again for a while)."""
+        if self.store is not None and self.generation == generation and self.table_files.issubset(self._listed()):
             return self.store
         self.store = None
         try:
             self.store, self.generation = open_snapshot(self.path), generation
         except OSError as error:
             raise Unavailable(f"the store could not be opened for reading: {error}") from None
+        self.table_files = frozenset(name for name in self._listed() if name.endswith(".sst"))
         return self.store
+
+    def _listed(self) -> list[str]:
+        try:
+            return os.listdir(self.path)
+        except OSError:
+            return []
 
 
 def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:
