@@ -9,6 +9,7 @@ reads on past errors, so the ASK spun to the query deadline (``sparql_guard.ask_
 from __future__ import annotations
 
 import gc
+import json
 import queue
 import subprocess
 import sys
@@ -18,10 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyoxigraph import NamedNode, Quad, RdfFormat, Store
+from pyoxigraph import NamedNode, Quad, QueryBoolean, QuerySolutions, RdfFormat, Store
 
 from server.config import PROJECT_ROOT
+from server.errors import BadRequest
 from server.http.query_workers import _Snapshot
+from server.http.sparql_eval import QueryTask, answer_query
 from server.http.sparql_guard import ask_as_select
 from server.store import GraphStore, open_snapshot
 
@@ -65,6 +68,7 @@ for attempt in range(30):
             break
 """
 EX = "http://example.org/"
+JSON_RESULTS = "application/sparql-results+json"
 LINE_WITHIN_S = 15  # the reader's 3 s wait for a lost file, then an ASK of milliseconds, on a loaded machine
 
 
@@ -179,3 +183,36 @@ def test_an_ask_oxigraph_refuses_is_refused_as_a_select_too(text: str) -> None:
                                   "PREFIX ask: <http://example.org/>\nDESCRIBE ask:x", "ASKED"])
 def test_other_forms_are_left_as_they_are(text: str) -> None:
     assert ask_as_select(text) is None
+
+
+MISREAD = [  # the attacker's pass: an escaped IRI or a name character this lexer does not know hides the form
+    "PREFIX p: <http://e/\\u0041#> SELECT ?s ?o WHERE {\n ?s ?p ?o BIND(p:x\u203fASK - 2 AS ?v) } LIMIT 2",
+    "PREFIX p: <http://e/\\u0041#> CONSTRUCT { ?s ?p ?o } WHERE {\n ?s ?p ?o BIND(p:x\u203fASK - 2 AS ?v) }",
+    "PREFIX p: <http://e/\\u0041/ASK> SELECT * WHERE { ?s ?p ?o } LIMIT 1",
+    "PREFIX a\u203fASK\u203fb: <http://x/> SELECT * WHERE { ?s ?p ?o } LIMIT 1",
+    "PREFIX a\u203fASK\u203fb: <http://x/> ASK { ?s ?p ?o }",
+]
+
+
+@pytest.mark.parametrize("text", MISREAD)
+def test_a_text_the_lexer_may_misread_is_answered_as_the_engine_reads_it(tmp_path: Path, text: str) -> None:
+    store = GraphStore(tmp_path / "store")
+    store.raw.load(SMALL.encode(), RdfFormat.TURTLE, to_graph=NamedNode(EX + "g"))
+    union = {"use_default_graph_as_union": True}
+    expected = store.raw.query(text, **union)
+    if not isinstance(expected, (QueryBoolean, QuerySolutions)):  # triples
+        body = answer_query(store.raw, QueryTask(text, "application/n-triples", 10, 10**6)).body
+        assert len(body.splitlines()) == len(list(expected)) > 0
+        return
+    answer = json.loads(answer_query(store.raw, QueryTask(text, JSON_RESULTS, 10, 10**6)).body)
+    if isinstance(expected, QueryBoolean):
+        assert answer["boolean"] is bool(expected)
+    else:
+        assert len(answer["results"]["bindings"]) == len(list(expected)) > 0
+
+
+@pytest.mark.parametrize("text", ['ASK { ?s ?p "abc }', 'SELECT * {\n ?s ?p "my task }'])
+def test_a_string_that_does_not_end_is_placed_in_the_clients_text(text: str) -> None:
+    """The word "ask" anywhere (here "task") no longer sends the text through the lexer's own refusal."""
+    with pytest.raises(BadRequest, match=r"malformed query: line \d+, column \d+: this string does not end"):
+        answer_query(Store(), QueryTask(text, JSON_RESULTS, 10, 10**6))

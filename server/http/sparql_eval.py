@@ -131,16 +131,26 @@ def answer_query(store: Store, task: QueryTask) -> Answer:
     checked = check_query(task)
     with relayed(task.text, checked.service_spans, task.service_limits) as text:
         try:
-            as_select = ask_as_select(text.text)
-            result = store.query(as_select or text.text, base_iri=task.base_iri, **_dataset_options(task))
-            answer = result_answer(result if as_select is None else next(iter(result), None) is not None, task)
-        except SyntaxError as error:  # where the client's own text stops parsing, not the SELECT made of it
-            raw = str(error) if as_select is None else parse_error(text.text, False, task.base_iri) or str(error)
-            problem = plain_syntax_error(raw, task.text, reread=True, base=task.base_iri)
+            answer = result_answer(_evaluated(store, text.text, task), task)
+        except SyntaxError as error:
+            problem = plain_syntax_error(str(error), task.text, reread=True, base=task.base_iri)
             raise BadRequest(f"malformed query: {problem.sentence}") from None
         except (OSError, RuntimeError, ValueError) as error:
             raise text.failure or evaluation_error(error, checked.calls_remote) from None
     return within_bytes(answer, task)
+
+
+def _evaluated(store: Store, text: str, task: QueryTask) -> QueryBoolean | bool | QuerySolutions | Iterator:
+    """``text`` evaluated on ``store``; an ASK as its SELECT's first solution (``ask_as_select``, decision 30).
+    A SELECT that does not parse gives way to the client's own text: its own error, or an ASK misread."""
+    options = {"base_iri": task.base_iri, **_dataset_options(task)}
+    as_select = ask_as_select(text)
+    if as_select is not None:
+        try:
+            return next(iter(store.query(as_select, **options)), None) is not None
+        except SyntaxError:
+            pass
+    return store.query(text, **options)
 
 
 def result_answer(result: QueryBoolean | bool | QuerySolutions | Iterator, task: QueryTask) -> Answer:

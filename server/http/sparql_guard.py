@@ -340,19 +340,32 @@ def makes_graph(text: str) -> bool:
 
 
 def ask_as_select(text: str) -> str | None:
-    """An ASK query as the SELECT with the same solutions, to read lazily; None for any other form. Text
-    without the word is not lexed.
+    """An ASK query as the SELECT with the same solutions, to read lazily; None for any other form, and for
+    a text this lexer may read otherwise than the engine (its prologue not plain ``BASE <iri>`` and
+    ``PREFIX p: <iri>`` declarations, or a string that does not end: the engine's error is the client's).
 
     Why: Oxigraph's ASK reads on past a store error (to prefer a solution to an error), and a read-only
     snapshot's iterator repeats a lost file's error for ever (a file the writing server compacted away:
-    docs/decisions.md, decision 21), so that ASK spun to the deadline. A SELECT raises the first error.
+    docs/decisions.md, decision 30), so that ASK spun to the deadline. A SELECT raises the first error.
     """
     if _ASK.search(text) is None:
         return None
-    form = next((token for token in tokenize(text) if token.is_word("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")), None)
-    if form is None or not form.is_word("ASK"):
+    try:
+        tokens = tokenize(text)
+    except BadRequest:
         return None
-    return replaced_spans(text, [(form.start, form.end, "SELECT *")])  # Oxigraph reads an ASK as this SELECT
+    at = 0
+    while at < len(tokens) and tokens[at].is_word("BASE", "PREFIX"):
+        declaration = [token.kind for token in tokens[at + 1:at + 3]]
+        if tokens[at].is_word("BASE") and declaration[:1] == ["iri"]:
+            at += 2
+        elif declaration == ["pname", "iri"] and tokens[at + 1].value.endswith(":"):
+            at += 3
+        else:
+            return None
+    if at == len(tokens) or not tokens[at].is_word("ASK"):
+        return None
+    return replaced_spans(text, [(tokens[at].start, tokens[at].end, "SELECT *")])  # Oxigraph reads ASK so
 
 
 def add_using(text: str, default_graphs: Sequence[NamedNode], named_graphs: Sequence[NamedNode]) -> str:
