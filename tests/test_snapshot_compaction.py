@@ -69,6 +69,7 @@ for attempt in range(30):
 """
 EX = "http://example.org/"
 JSON_RESULTS = "application/sparql-results+json"
+OPENS = 30  # a third of plain opens fail beside the writer: some of 30 do, all but once in 200,000 runs
 LINE_WITHIN_S = 15  # the reader's 3 s wait for a lost file, then an ASK of milliseconds, on a loaded machine
 
 
@@ -92,11 +93,8 @@ def test_a_snapshot_opens_beside_a_writer_that_compacts(compacting_store: Path) 
     """A fifth of plain opens failed beside this writer ("Corruption: ... No such file": the manifest read
     first names a file deleted a moment later; a clean-clone CI run of ``glassgraph explain`` beside a
     server). ``open_snapshot`` tries again."""
-    opened, until = 0, time.monotonic() + 2.0
-    while time.monotonic() < until:
+    for _ in range(OPENS):
         open_snapshot(compacting_store)  # reading it may meet a file compacted away since: the next test
-        opened += 1
-    assert opened >= 20
 
 
 @pytest.mark.slow
