@@ -245,7 +245,6 @@ def http_patterns(session: requests.Session, query_url: str) -> PatternQuery:
 
 class Traversal(NamedTuple):
     row: list[str]  # table 1's
-    ours_s: float  # ours' median per question, in seconds
     ours: Retriever  # on the engine, its label index built
 
 
@@ -293,7 +292,7 @@ def traversal_row(name: str, embedded: GraphStore, url: str, collection: str, qu
             f"{statistics.mean(sent['baseline']):.0f}",
             f"{statistics.mean(edges['baseline']):.0f}", f"{median['baseline'] / median['ours']:.1f}x",
             _ms(median["embedded"]), f"{median['ours'] / median['embedded']:.2f}x"]
-    return Traversal(row, median["ours"], ours)
+    return Traversal(row, ours)
 
 
 # --- 2. GraphRAG throughput ------------------------------------------------------------------------------
@@ -549,11 +548,11 @@ def main(argv: list[str] | None = None) -> int:
                 with virtuoso(metaqa, metaqa_load.COLLECTION, workdir, "metaqa-virtuoso") as remote:
                     traversal.insert(0, traversal_row("MetaQA, Virtuoso", metaqa, remote.endpoints.base,
                                                       metaqa_load.COLLECTION, metaqa_sample, remote,
-                                                      remote.endpoints.query)[0])
+                                                      remote.endpoints.query).row)
         if args.traversal_only:
             with engine(metaqa, workdir, "metaqa", placement=placement) as server:
                 traversal.insert(0, traversal_row("MetaQA", metaqa, server.url, metaqa_load.COLLECTION,
-                                                  metaqa_sample)[0])
+                                                  metaqa_sample).row)
             print(f"1. Non-LLM retrieval time per question on loopback engines, default limits {RetrievalLimits()};"
                   " medians in ms; baseline = per-entity pattern traversal over HTTP to the same engine")
             print(_table(["graph", "questions", "index build ms", "ours", "requests/q", "edges", "baseline",
@@ -569,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.mix_only:
                     sample = rng.sample(metaqa_questions, args.questions + 5)
                     traversal.insert(0, traversal_row("MetaQA", metaqa, server.url, metaqa_load.COLLECTION,
-                                                      sample)[0])
+                                                      sample).row)
                     asked = rng.sample(metaqa_questions, 500)
                     embedded_copy = workdir / "embedded" / "store"
                     embedded_copy.parent.mkdir()

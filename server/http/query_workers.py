@@ -95,7 +95,7 @@ STALE_AFTER_S = 1.0  # the longest a busy worker answers on a snapshot that miss
 SERVER_CLIENT = "(server)"  # the client key of the server's own jobs (update parses, uploads)
 _PARENT_CHECK_S = 1.0
 _EVALUATION_ATTEMPTS = 4  # a query failing on the store's side, on a new snapshot each time
-_READS_PAST_ERRORS = re.compile(r"MINUS|EXISTS", re.IGNORECASE)  # Oxigraph operators that drop store errors
+_READS_PAST_ERRORS = re.compile(r"MINUS|EXISTS", re.IGNORECASE)
 _REAP_WAIT_S = 5.0  # how long a stopped worker process is waited for before a thread takes over the wait
 _STEPS: dict[str, Callable[[object], object]] = {  # a worker's jobs other than a query, by name
     "check": lambda task: check_query(task, whole_parse=True),  # the guard, for a remote engine's query
@@ -143,33 +143,39 @@ class _Snapshot:
         again on a new snapshot, up to ``_EVALUATION_ATTEMPTS`` times: under load a compaction can also
         outrun the first new one (seen in the short soak: a 500 naming a missing ``.sst`` file).
         """
-        files_kept = _READS_PAST_ERRORS.search(task.text) is not None
+        renew_if_files_lost = reads_past_errors(task.text)
         for _ in range(_EVALUATION_ATTEMPTS - 1):
             try:
-                return answer_query(self.open(generation, files_kept), task)
+                return answer_query(self.open(generation, renew_if_files_lost), task)
             except StoreFailed:
                 self.store = None
-        return answer_query(self.open(generation, files_kept), task)
+        return answer_query(self.open(generation, renew_if_files_lost), task)
 
-    def open(self, generation: int, files_kept: bool = False) -> Store:
+    def open(self, generation: int, renew_if_files_lost: bool = False) -> Store:
         """A snapshot at ``generation`` (``store.open_snapshot``: a failed open is tried again for a while);
-        with ``files_kept``, one whose table files are all still there."""
+        with ``renew_if_files_lost``, one whose table files are all still there."""
         if self.store is not None and self.generation == generation and (
-                not files_kept or self.table_files.issubset(self._listed())):
+                not renew_if_files_lost or self.table_files.issubset(self._directory_entries())):
             return self.store
         self.store = None
         try:
             self.store, self.generation = open_snapshot(self.path), generation
         except OSError as error:
             raise Unavailable(f"the store could not be opened for reading: {error}") from None
-        self.table_files = frozenset(name for name in self._listed() if name.endswith(".sst"))
+        self.table_files = frozenset(name for name in self._directory_entries() if name.endswith(".sst"))
         return self.store
 
-    def _listed(self) -> list[str]:
+    def _directory_entries(self) -> list[str]:
         try:
             return os.listdir(self.path)
         except OSError:
             return []
+
+
+def reads_past_errors(text: str) -> bool:
+    """Whether a query may use an Oxigraph operator that reads past the store's errors (``MINUS`` without
+    shared variables, ``EXISTS``): a word test on the text, so a word in a string or IRI counts too."""
+    return _READS_PAST_ERRORS.search(text) is not None
 
 
 def _serve(tasks: Connection, replies: Connection, store_path: str, memory_bytes: int, parent: int) -> None:

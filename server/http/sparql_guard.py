@@ -359,13 +359,13 @@ def ask_as_select(text: str) -> str | None:
         declaration = [token.kind for token in tokens[at + 1:at + 3]]
         if tokens[at].is_word("BASE") and declaration[:1] == ["iri"]:
             at += 2
-        elif declaration == ["pname", "iri"] and tokens[at + 1].value.endswith(":"):
+        elif tokens[at].is_word("PREFIX") and declaration == ["pname", "iri"] and tokens[at + 1].value.endswith(":"):
             at += 3
         else:
             return None
     if at == len(tokens) or not tokens[at].is_word("ASK"):
         return None
-    return replaced_spans(text, [(tokens[at].start, tokens[at].end, "SELECT *")])  # Oxigraph reads ASK so
+    return replaced_spans(text, [(tokens[at].start, tokens[at].end, "SELECT *")])  # as Oxigraph parses an ASK
 
 
 def add_using(text: str, default_graphs: Sequence[NamedNode], named_graphs: Sequence[NamedNode]) -> str:
