@@ -316,3 +316,23 @@ def test_a_hubs_neighbours_do_not_crowd_the_others_out_of_the_next_hop(tmp_path:
                                                    "default", limits))
     assert (E.film0, R.release_year, year) in found  # the hub was read, and its films reached first
     assert {(E.humpday, R.release_year, E["2009"]), (E.sister, R.release_year, E["2011"])} <= found
+
+
+def test_ranked_matches_break_ties_by_term_across_later_writes(tmp_path: Path) -> None:
+    """bm25 first, then the term, however the tied labels came into the index: labels added by a later write
+    (``invalidate`` with the labels, as an ingested document does) have later rows but smaller terms."""
+    store = GraphStore(tmp_path / "store")
+    g = vocab.collection_graph("c")
+    store.extend([_label(g, E.t4, "Zeta four"), _label(g, E.t5, "Zeta five"), _label(g, E.t6, "Zeta six"),
+                  _label(g, E.a0, "Zeta is longer"), _label(g, E.b0, "Omega")])
+    labels = Retriever(store).index
+    assert labels.lookup("omega", "c", 1) == [E.b0]  # the index is built
+    labels.invalidate("c", [(term.value, Literal(text), False) for term, text in
+                            [(E.t1, "Zeta one"), (E.t2, "Zeta two"), (E.t3, "Zeta three")]])
+    index = labels._index("c")
+    ranked = [NamedNode(term) for term in index.ranked(["zeta"], 10)]
+    assert ranked == [E.t1, E.t2, E.t3, E.t4, E.t5, E.t6, E.a0]  # the longer label scores worse
+    for limit in range(1, 9):  # a cut inside the tied labels keeps the smallest terms
+        assert [NamedNode(term) for term in index.ranked(["zeta"], limit)] == ranked[:limit]
+    assert index.ranked(["zeta", "omega"], 3) == [E.b0.value, E.t1.value, E.t2.value]
+    assert index.ranked(["nothing"], 3) == []

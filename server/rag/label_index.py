@@ -41,6 +41,19 @@ SEMANTIC_NGRAM = 3  # the longest question n-gram compared by meaning
 _BATCH = 500  # sqlite parameters per statement
 VERSION_CHECK_S = 1.0  # how long an index is used before asking a shared store whether its collection changed
 
+# The ``limit`` best labels matching ``?1`` by bm25, ties broken by term: ``ORDER BY bm25(fts), term LIMIT ?2``
+# over the matches, but reading a label's term and text only for the matches scoring no worse than the
+# ``limit``-th (ties there included). Sorting every match with its text reads each one's row: on a 10M-triple
+# graph, where a name word is in about 430 labels, that was 7.0 of a question's ms; this takes 3.2 ms, with
+# the same seeds (decision 31).
+_RANKED = """
+WITH scored(id, score) AS MATERIALIZED (SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ?1),
+     cut(score) AS (SELECT score FROM scored ORDER BY score LIMIT 1 OFFSET ?2 - 1)
+SELECT fts.term, fts.norm FROM scored JOIN fts ON fts.rowid = scored.id
+WHERE scored.score <= coalesce((SELECT score FROM cut), 1e308)
+ORDER BY scored.score, fts.term LIMIT ?2
+"""
+
 
 def _content_ngrams(question: str) -> list[str]:
     """The question's n-grams of up to ``SEMANTIC_NGRAM`` words that neither start nor end with a stopword."""
@@ -186,8 +199,7 @@ class _CollectionIndex:
         if not tokens or limit <= 0:
             return []
         match = " OR ".join(f'"{token}"' for token in tokens[:MAX_TOKENS])  # tokens are [\w]+ only: no quotes inside
-        rows = self.db.execute("SELECT term, norm FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), term LIMIT ?",
-                               (match, limit)).fetchall()
+        rows = self.db.execute(_RANKED, (match, limit)).fetchall()
         if relation_words:
             return [term for term, _ in rows]
         asked = set(tokens)
