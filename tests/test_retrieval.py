@@ -6,11 +6,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyoxigraph import Literal, NamedNode, Quad
 
 from server import vocab
 from server.ingest.load import load_file
 from server.labels import store_labels
+from server.rag.label_index import _CollectionIndex
 from server.rag.retrieval import LabelGraph, RetrievalLimits, Retriever, edge_id
 from server.rag.text import normalize, terms, words
 from server.store import GraphStore
@@ -336,3 +339,24 @@ def test_ranked_matches_break_ties_by_term_across_later_writes(tmp_path: Path) -
         assert [NamedNode(term) for term in index.ranked(["zeta"], limit)] == ranked[:limit]
     assert index.ranked(["zeta", "omega"], 3) == [E.b0.value, E.t1.value, E.t2.value]
     assert index.ranked(["nothing"], 3) == []
+
+
+_WORDS = ["zeta", "omega", "delta", "kappa"]
+_LABELS = st.lists(st.tuples(st.integers(0, 60), st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3)),
+                   max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=_LABELS, later=_LABELS, tokens=st.lists(st.sampled_from(_WORDS + ["absent"]), min_size=1, max_size=4,
+                                                      unique=True), limit=st.integers(1, 40))
+def test_ranked_matches_are_the_best_by_bm25_then_term(first: list, later: list, tokens: list[str], limit: int) -> None:
+    """The ranked stage's answer is the plain statement's (every match sorted by bm25, then term, cut at
+    ``limit``), for labels from two writes over a vocabulary small enough for many ties."""
+    def rows(labels: list) -> list[tuple[str, Literal, bool]]:
+        return [(f"https://e.example/t{number:02d}", Literal(" ".join(words)), False) for number, words in labels]
+    index = _CollectionIndex(rows(first))
+    index.add(rows(later))
+    match = " OR ".join(f'"{token}"' for token in tokens)
+    expected = [term for term, in index.db.execute(
+        "SELECT term FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), term LIMIT ?", (match, limit))]
+    assert index.ranked(tokens, limit) == expected
