@@ -350,13 +350,16 @@ _LABELS = st.lists(st.tuples(st.integers(0, 60), st.lists(st.sampled_from(_WORDS
 @given(first=_LABELS, later=_LABELS, tokens=st.lists(st.sampled_from(_WORDS + ["absent"]), min_size=1, max_size=4,
                                                       unique=True), limit=st.integers(1, 40))
 def test_ranked_matches_are_the_best_by_bm25_then_term(first: list, later: list, tokens: list[str], limit: int) -> None:
-    """The ranked stage's answer is the plain statement's (every match sorted by bm25, then term, cut at
-    ``limit``), for labels from two writes over a vocabulary small enough for many ties."""
+    """The ranked stage's answer is the plain statement's (every match sorted by bm25, then term and text, cut
+    at ``limit``), for labels from two writes over a vocabulary small enough for many ties, with or without the
+    labels that share only relation words with the question ("omega" names a relation here)."""
     def rows(labels: list) -> list[tuple[str, Literal, bool]]:
         return [(f"https://e.example/t{number:02d}", Literal(" ".join(words)), False) for number, words in labels]
-    index = _CollectionIndex(rows(first))
+    index = _CollectionIndex(rows(first) + [("https://e.example/omega", Literal("omega"), True)])
     index.add(rows(later))
     match = " OR ".join(f'"{token}"' for token in tokens)
-    expected = [term for term, in index.db.execute(
-        "SELECT term FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), term LIMIT ?", (match, limit))]
-    assert index.ranked(tokens, limit) == expected
+    expected = index.db.execute("SELECT term, norm FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), term, norm LIMIT ?",
+                                (match, limit)).fetchall()
+    assert index.ranked(tokens, limit) == [term for term, _ in expected]
+    assert index.ranked(tokens, limit, relation_words=False) == [
+        term for term, norm in expected if any(word in tokens and word != "omega" for word in norm.split())]
