@@ -10,7 +10,9 @@ a dialect's template variants (``sparql/{dialect}/{name}.rq``) replace the commo
 
 A variant may mark a group ``#each ?x`` ... ``#end`` (SPARQL comments: the text parses as it is): the group
 is repeated once per row of ``?x``, each copy's ``VALUES`` filled with its row, and the copies joined with
-``UNION``: a per-row ``LIMIT`` in plain SPARQL 1.1, where the common template says ``LATERAL``.
+``UNION``: a per-row ``LIMIT`` in plain SPARQL 1.1, where the common template says ``LATERAL``. A group may
+hold groups of other variables, indented deeper than its own ``#each`` and ``#end``: each copy holds them
+repeated in turn (one branch per relation inside each entity's branch: decision 32).
 
 A template's ``LIMIT n`` is its cap; ``limit`` (an ``int``, written as digits) lowers it per call,
 since SPARQL has no parameter for LIMIT.
@@ -42,7 +44,8 @@ DIALECTS = (RDF12, RDF_STAR, REIFICATION)
 
 _EMPTY_VALUES = re.compile(r"VALUES\s*(\?\w+|\(\s*(?:\?\w+\s*)+\))\s*\{\s*\}", re.IGNORECASE)
 _LIMIT = re.compile(r"\bLIMIT\s+(\d+)", re.IGNORECASE)
-_EACH = re.compile(r"^[ \t]*#each[ \t]+(\?\w+(?:[ \t]+\?\w+)*)[ \t]*\n(.*?)^[ \t]*#end[ \t]*\n", re.S | re.M)
+# a group ends at the first ``#end`` indented as its ``#each``: a group nested in it is indented deeper
+_EACH = re.compile(r"^([ \t]*)#each[ \t]+(\?\w+(?:[ \t]+\?\w+)*)[ \t]*\n(.*?)^\1#end[ \t]*\n", re.S | re.M)
 
 
 class TemplateError(LookupError):
@@ -94,6 +97,12 @@ def _in_comment(text: str, position: int) -> bool:
     return text[line_start:position].lstrip().startswith("#")
 
 
+def _mentions(text: str, names: tuple[str, ...]) -> bool:
+    """Whether ``text`` has an empty ``VALUES`` block or a ``#each`` group for the variables ``names``."""
+    return any(_block_vars(match.group(1)) == names for match in _EMPTY_VALUES.finditer(text)) or any(
+        _block_vars(match.group(2)) == names for match in _EACH.finditer(text))
+
+
 def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]], dialect: str = RDF12) -> str:
     """Fill each empty ``VALUES`` block of ``text`` whose variables match a key of ``values`` (a ``#each``
     group once per row: see the module docstring)."""
@@ -101,11 +110,13 @@ def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | T
     seen: set[tuple[str, ...]] = set()
 
     def repeat(match: re.Match[str]) -> str:
-        names = _block_vars(match.group(1))
+        names, group = _block_vars(match.group(2)), match.group(3)
         if names not in wanted or not wanted[names]:
-            return match.group(2)
+            return group
         seen.add(names)
-        return "  UNION\n".join(render_values(match.group(2), {names: [row]}, dialect) for row in wanted[names])
+        inner = {key: rows for key, rows in wanted.items() if key != names and _mentions(group, key)}
+        seen.update(inner)
+        return "  UNION\n".join(render_values(group, {**inner, names: [row]}, dialect) for row in wanted[names])
 
     text = _EACH.sub(repeat, text)
 

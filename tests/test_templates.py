@@ -234,3 +234,27 @@ def test_an_each_group_keeps_its_limit_per_row() -> None:
     rows = [(row["s"], row["o"]) for row in store.query(render_values(text, {"e": [hub, quiet]}, REIFICATION))]
     assert [s for s, _ in rows] == [hub] * 3 + [quiet] and rows[-1][1] == NamedNode("urn:test:only")
     assert list(store.query(render_values(text, {"e": []}, REIFICATION))) == []
+
+
+def test_each_groups_nest_a_branch_per_relation_in_each_entitys_and_keep_its_limit() -> None:
+    """``rag_focus`` without LATERAL: inside each frontier entity's branch, one branch per relation (a group
+    nested in the entity's, indented deeper); the entity's LIMIT holds over all its relations together, and
+    where no limit binds the rows are the common template's."""
+    store = Store()
+    hub, quiet = NamedNode("urn:test:hub"), NamedNode("urn:test:quiet")
+    store.extend([Quad(hub, TG.link, NamedNode(f"urn:test:n{i}")) for i in range(10)]
+                 + [Quad(hub, TG.other, NamedNode(f"urn:test:m{i}")) for i in range(10)]
+                 + [Quad(quiet, TG.link, NamedNode("urn:test:only")), Quad(DUMMY, TG.other, quiet),
+                    Quad(quiet, TG.unasked, NamedNode("urn:test:never"))])
+    values = {"e": [hub, quiet], "p": [TG.link, TG.other]}
+    text = dialect_template("rag_focus", REIFICATION)
+    filled = render_values(render_limit(text, 3), values, REIFICATION)
+    code = "\n".join(line for line in filled.splitlines() if not line.lstrip().startswith("#"))
+    assert code.count("VALUES ?p") == 2 * 2 * 2 and "#e" not in code  # every group expanded, none left
+    rows = [(row["s"], row["p"], row["o"]) for row in store.query(filled)]
+    assert len([row for row in rows if hub in (row[0], row[2])]) == 3  # over both relations
+    assert {row for row in rows if quiet in (row[0], row[2])} == {
+        (quiet, TG.link, NamedNode("urn:test:only")), (DUMMY, TG.other, quiet)}
+    common = {(row["s"], row["p"], row["o"]) for row in store.query(render_values(load_template("rag_focus"), values))}
+    assert {(row["s"], row["p"], row["o"]) for row in store.query(render_values(text, values, REIFICATION))} == common
+    assert len(common) == 22
