@@ -11,8 +11,10 @@ a dialect's template variants (``sparql/{dialect}/{name}.rq``) replace the commo
 A variant may mark a group ``#each ?x`` ... ``#end`` (SPARQL comments: the text parses as it is): the group
 is repeated once per row of ``?x``, each copy's ``VALUES`` filled with its row, and the copies joined with
 ``UNION``: a per-row ``LIMIT`` in plain SPARQL 1.1, where the common template says ``LATERAL``. A group may
-hold groups of other variables, indented deeper than its own ``#each`` and ``#end``: each copy holds them
-repeated in turn (one branch per relation inside each entity's branch: decision 32).
+hold groups of other variables: a group ends at the first ``#end`` indented exactly as its ``#each``, and a
+group inside it is indented deeper (``check_groups`` refuses a template otherwise, when it is read); each copy
+holds the inner groups repeated in turn (one branch per relation inside each entity's branch: decision 32). A
+group given no rows is kept once with its ``VALUES`` empty: no solutions.
 
 A template's ``LIMIT n`` is its cap; ``limit`` (an ``int``, written as digits) lowers it per call,
 since SPARQL has no parameter for LIMIT.
@@ -182,8 +184,28 @@ _JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newl
 def load_template(name: str, directory: Path = SPARQL_DIR) -> str:
     """The text of template ``name``, read and rendered with the stages once: a query then costs no file-system
     look-up."""
-    text = template_path(name, directory).read_text(encoding="utf-8")
-    return _JINJA.from_string(text).render(stages=chain())
+    text = _JINJA.from_string(template_path(name, directory).read_text(encoding="utf-8")).render(stages=chain())
+    check_groups(text, name)
+    return text
+
+
+_GROUP_LINE = re.compile(r"^([ \t]*)#(each|end)\b", re.M)
+
+
+def check_groups(text: str, name: str) -> None:
+    """TemplateError unless every ``#each`` of ``text`` is closed by an ``#end`` indented as it is, a group
+    inside another indented deeper: otherwise a group would silently not repeat (one LIMIT for every row)."""
+    open_groups: list[str] = []
+    for match in _GROUP_LINE.finditer(text):
+        indent, word = match.groups()
+        if word == "each":
+            if open_groups and len(indent) <= len(open_groups[-1]):
+                raise TemplateError(f"template {name!r}: a #each inside another must be indented deeper")
+            open_groups.append(indent)
+        elif not open_groups or open_groups.pop() != indent:
+            raise TemplateError(f"template {name!r}: an #end is not indented as the #each it closes")
+    if open_groups:
+        raise TemplateError(f"template {name!r}: a #each has no #end")
 
 
 def dialect_template(name: str, dialect: str = RDF12) -> str:

@@ -14,7 +14,7 @@ from server import vocab
 from server.ingest.load import load_file
 from server.labels import store_labels
 from server.rag.label_index import _CollectionIndex
-from server.rag.retrieval import LabelGraph, RetrievalLimits, Retriever, edge_id
+from server.rag.retrieval import FRONTIER_BATCH, LabelGraph, RetrievalLimits, Retriever, edge_id
 from server.rag.text import normalize, terms, words
 from server.store import GraphStore
 from server.vocab import ENTITY as E
@@ -363,3 +363,23 @@ def test_ranked_matches_are_the_best_by_bm25_then_term(first: list, later: list,
     assert index.ranked(tokens, limit) == [term for term, _ in expected]
     assert index.ranked(tokens, limit, relation_words=False) == [
         term for term, norm in expected if any(word in tokens and word != "omega" for word in norm.split())]
+
+
+def test_a_large_frontier_is_asked_in_batches_sent_only_while_the_walk_reads(tmp_path: Path) -> None:
+    """``FRONTIER_BATCH`` entities a hop query (an engine compiles a bounded text), in the frontier's order, and a
+    walk that fills up sends none of the later batches."""
+    store = CountingStore(tmp_path / "store")
+    g = vocab.collection_graph("c")
+    seeds = [NamedNode(f"https://e.example/s{i:03d}") for i in range(2 * FRONTIER_BATCH + 50)]
+    store.extend([Quad(seed, R.next, NamedNode(f"https://e.example/o{i:03d}"), g) for i, seed in enumerate(seeds)])
+    retriever = Retriever(store)
+    everything = RetrievalLimits(entity_limit=1000, max_subgraph_size=10_000, max_path_length=1)
+    before = store.executions
+    edges, executions = retriever._traverse([seeds], [], "c", everything)
+    assert executions == store.executions - before == 3
+    assert [s for s, _, _ in edges] == seeds
+    before = store.executions
+    edges, executions = retriever._traverse([seeds], [], "c", RetrievalLimits(entity_limit=1000,
+                                                                              max_subgraph_size=40,
+                                                                              max_path_length=1))
+    assert executions == store.executions - before == 1 and [s for s, _, _ in edges] == seeds[:40]

@@ -20,6 +20,7 @@ from server.sparql_templates import (
     RDF12,
     REIFICATION,
     TemplateError,
+    check_groups,
     dialect_template,
     load_template,
     render_limit,
@@ -258,3 +259,15 @@ def test_each_groups_nest_a_branch_per_relation_in_each_entitys_and_keep_its_lim
     common = {(row["s"], row["p"], row["o"]) for row in store.query(render_values(load_template("rag_focus"), values))}
     assert {(row["s"], row["p"], row["o"]) for row in store.query(render_values(text, values, REIFICATION))} == common
     assert len(common) == 22
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT * WHERE {\n  #each ?e\n  { VALUES ?e { } ?e ?p ?o }\n    #end\n}\n",  # #end deeper than its #each
+    "SELECT * WHERE {\n  #each ?e\n  #each ?p\n  { VALUES ?e { } VALUES ?p { } ?e ?p ?o }\n  #end\n  #end\n}\n",
+    "SELECT * WHERE {\n  #each ?e\n  { VALUES ?e { } ?e ?p ?o }\n}\n",  # never closed
+    "SELECT * WHERE {\n  { ?s ?p ?o }\n  #end\n}\n",  # closes nothing
+])
+def test_a_template_whose_groups_do_not_pair_by_indentation_is_refused(text: str) -> None:
+    """A group that would not repeat (its LIMIT then one for every row) is an error when the template is read."""
+    with pytest.raises(TemplateError, match="#e"):
+        check_groups(text, "bad")
