@@ -214,6 +214,12 @@ def test_explain_as_json_and_rdf(server: LiveServer) -> None:
     assert {q.graph_name for q in trig} == {NamedNode("urn:trustgraph:graph:explainability"), vocab.LIBRARIAN_GRAPH}
     by_name = requests.get(server.url + "/api/explain", params={"id": session, "format": "ttl"})  # a download link
     assert by_name.headers["Content-Type"].startswith("text/turtle"), by_name.headers
+    assert "@prefix prov: <http://www.w3.org/ns/prov#>" in by_name.text and "prov:wasDerivedFrom" in by_name.text
+    statements = [line for line in by_name.text.splitlines() if not line.startswith("@prefix")]
+    assert not any("<http://www.w3.org/ns/prov#" in line for line in statements)  # written with its prefix
+    as_triples = requests.get(server.url + "/api/explain", params={"id": session, "format": "nt"})
+    assert set(parse(by_name.content, format=RdfFormat.TURTLE)) == set(parse(as_triples.content,
+                                                                             format=RdfFormat.N_TRIPLES))
     assert requests.get(server.url + "/api/explain", params={"id": session, "format": "json"},
                         headers={"Accept": "text/turtle"}).json()["session"] == session
     assert requests.get(server.url + "/api/explain", params={"id": session, "format": "nope"}).status_code == 400
