@@ -47,7 +47,7 @@ DIALECTS = (RDF12, RDF_STAR, REIFICATION)
 _EMPTY_VALUES = re.compile(r"VALUES\s*(\?\w+|\(\s*(?:\?\w+\s*)+\))\s*\{\s*\}", re.IGNORECASE)
 _LIMIT = re.compile(r"\bLIMIT\s+(\d+)", re.IGNORECASE)
 # a group ends at the first ``#end`` indented as its ``#each``: a group nested in it is indented deeper
-_EACH = re.compile(r"^([ \t]*)#each[ \t]+(\?\w+(?:[ \t]+\?\w+)*)[ \t]*\n(.*?)^\1#end[ \t]*\n", re.S | re.M)
+_EACH = re.compile(r"^([ \t]*)#each[ \t]+(\?\w+(?:[ \t]+\?\w+)*)[ \t]*\n(.*?)^\1#end[ \t]*(?:\n|\Z)", re.S | re.M)
 
 
 class TemplateError(LookupError):
@@ -189,15 +189,20 @@ def load_template(name: str, directory: Path = SPARQL_DIR) -> str:
     return text
 
 
-_GROUP_LINE = re.compile(r"^([ \t]*)#(each|end)\b", re.M)
+_GROUP_LINE = re.compile(r"^[ \t]*#(?:each|end)\b.*$", re.M)  # a line meant as a group's (``_EACH``'s grammar below)
+_GROUP_GRAMMAR = re.compile(r"([ \t]*)#(?:(each)[ \t]+\?\w+(?:[ \t]+\?\w+)*|(end))[ \t]*")
 
 
 def check_groups(text: str, name: str) -> None:
     """TemplateError unless every ``#each`` of ``text`` is closed by an ``#end`` indented as it is, a group
-    inside another indented deeper: otherwise a group would silently not repeat (one LIMIT for every row)."""
+    inside another indented deeper, each on a line of its own (``#each ?x ?y`` or ``#end``, nothing after):
+    otherwise a group would silently not repeat (one LIMIT for every row)."""
     open_groups: list[str] = []
-    for match in _GROUP_LINE.finditer(text):
-        indent, word = match.groups()
+    for line in _GROUP_LINE.finditer(text):
+        match = _GROUP_GRAMMAR.fullmatch(line.group(0))
+        if match is None:
+            raise TemplateError(f"template {name!r}: {line.group(0).strip()!r} is neither '#each ?x ...' nor '#end'")
+        indent, word = match.group(1), match.group(2) or match.group(3)
         if word == "each":
             if open_groups and len(indent) <= len(open_groups[-1]):
                 raise TemplateError(f"template {name!r}: a #each inside another must be indented deeper")

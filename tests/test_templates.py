@@ -266,8 +266,17 @@ def test_each_groups_nest_a_branch_per_relation_in_each_entitys_and_keep_its_lim
     "SELECT * WHERE {\n  #each ?e\n  #each ?p\n  { VALUES ?e { } VALUES ?p { } ?e ?p ?o }\n  #end\n  #end\n}\n",
     "SELECT * WHERE {\n  #each ?e\n  { VALUES ?e { } ?e ?p ?o }\n}\n",  # never closed
     "SELECT * WHERE {\n  { ?s ?p ?o }\n  #end\n}\n",  # closes nothing
+    "SELECT * WHERE {\n  #each ?e  # per entity\n  { VALUES ?e { } ?e ?p ?o }\n  #end\n}\n",  # more on its line
+    "SELECT * WHERE {\n  #each ?e\n  { VALUES ?e { } ?e ?p ?o }\n  #end-of-group\n}\n",
 ])
 def test_a_template_whose_groups_do_not_pair_by_indentation_is_refused(text: str) -> None:
     """A group that would not repeat (its LIMIT then one for every row) is an error when the template is read."""
     with pytest.raises(TemplateError, match="#e"):
         check_groups(text, "bad")
+
+
+def test_a_group_closed_on_the_last_line_repeats() -> None:
+    """An ``#end`` with no newline after it (the file's last line) still closes its group."""
+    text = "SELECT * WHERE {\n  #each ?e\n  { SELECT * WHERE { VALUES ?e { } ?e ?p ?o } LIMIT 1 }\n  #end"
+    check_groups(text, "last line")
+    assert render_values(text, {"e": [DUMMY, TG.other]}).count("LIMIT 1") == 2
