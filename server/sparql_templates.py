@@ -107,8 +107,24 @@ def _mentions(text: str, names: tuple[str, ...]) -> bool:
 
 def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | Term]], dialect: str = RDF12) -> str:
     """Fill each empty ``VALUES`` block of ``text`` whose variables match a key of ``values`` (a ``#each``
-    group once per row: see the module docstring)."""
+    group once per row: see the module docstring). The template's text is read once: rendered rows are spliced
+    in at the end, so a literal that reads like an empty ``VALUES`` block is never filled itself."""
     wanted = {_key_vars(key): list(rows) for key, rows in values.items()}
+    blocks: list[str] = []
+    placed, found = _place_values(text, wanted, dialect, blocks)
+    missing = set(wanted) - found
+    if missing:
+        raise TemplateError(f"no empty VALUES block for {sorted(missing)}")
+    return _PLACEHOLDER.sub(lambda match: blocks[int(match.group(1))], placed)
+
+
+_PLACEHOLDER = re.compile(r"\x00(\d+)\x00")  # where a filled VALUES block goes (no template holds NUL)
+
+
+def _place_values(text: str, wanted: dict[tuple[str, ...], list], dialect: str,
+                  blocks: list[str]) -> tuple[str, set[tuple[str, ...]]]:
+    """``text`` with its groups repeated and each empty ``VALUES`` block of ``wanted`` variables replaced by a
+    placeholder for its filled form (appended to ``blocks``); and the keys whose blocks were found."""
     seen: set[tuple[str, ...]] = set()
 
     def repeat(match: re.Match[str]) -> str:
@@ -118,7 +134,8 @@ def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | T
         seen.add(names)
         inner = {key: rows for key, rows in wanted.items() if key != names and _mentions(group, key)}
         seen.update(inner)
-        return "  UNION\n".join(render_values(group, {**inner, names: [row]}, dialect) for row in wanted[names])
+        return "  UNION\n".join(_place_values(group, {**inner, names: [row]}, dialect, blocks)[0]
+                                for row in wanted[names])
 
     text = _EACH.sub(repeat, text)
 
@@ -134,13 +151,10 @@ def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | T
                 raise TemplateError(f"row {row!r} does not fit VALUES {match.group(1)}")
             rendered = " ".join(render_term(cell, dialect=dialect) for cell in cells)
             lines.append(rendered if len(names) == 1 and match.group(1).startswith("?") else f"({rendered})")
-        return f"VALUES {match.group(1)} {{\n  " + "\n  ".join(lines) + "\n}"
+        blocks.append(f"VALUES {match.group(1)} {{\n  " + "\n  ".join(lines) + "\n}")
+        return f"\x00{len(blocks) - 1}\x00"
 
-    out = _EMPTY_VALUES.sub(fill, text)
-    missing = set(wanted) - seen
-    if missing:
-        raise TemplateError(f"no empty VALUES block for {sorted(missing)}")
-    return out
+    return _EMPTY_VALUES.sub(fill, text), seen
 
 
 def render_limit(text: str, limit: int) -> str:

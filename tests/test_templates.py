@@ -280,3 +280,14 @@ def test_a_group_closed_on_the_last_line_repeats() -> None:
     text = "SELECT * WHERE {\n  #each ?e\n  { SELECT * WHERE { VALUES ?e { } ?e ?p ?o } LIMIT 1 }\n  #end"
     check_groups(text, "last line")
     assert render_values(text, {"e": [DUMMY, TG.other]}).count("LIMIT 1") == 2
+
+
+def test_a_rendered_literal_that_reads_like_an_empty_values_block_is_left_as_it_is() -> None:
+    """Rows are spliced in after the template's text is read: a literal in the data spelling ``VALUES ?x { }``
+    (an edge's object in a ``#each`` row, then a block of ``?x`` later in the text) is not filled itself."""
+    text = "SELECT * WHERE {\n  #each ?s ?o\n  { VALUES (?s ?o) { } ?s ?p ?o }\n  #end\n  VALUES ?x { }\n}\n"
+    tricky = Literal("VALUES ?x { }")
+    store = Store()
+    store.add(Quad(DUMMY, TG.says, tricky))
+    filled = render_values(text, {("s", "o"): [(DUMMY, tricky)], "x": [TG.other]})
+    assert [row["o"] for row in store.query(filled)] == [tricky]
