@@ -46,8 +46,12 @@ DIALECTS = (RDF12, RDF_STAR, REIFICATION)
 
 _EMPTY_VALUES = re.compile(r"VALUES\s*(\?\w+|\(\s*(?:\?\w+\s*)+\))\s*\{\s*\}", re.IGNORECASE)
 _LIMIT = re.compile(r"\bLIMIT\s+(\d+)", re.IGNORECASE)
+_GROUP_VARIABLES = r"\?\w+(?:[ \t]+\?\w+)*"  # of a ``#each`` line: the renderer and ``check_groups`` read it alike
 # a group ends at the first ``#end`` indented as its ``#each``: a group nested in it is indented deeper
-_EACH = re.compile(r"^([ \t]*)#each[ \t]+(\?\w+(?:[ \t]+\?\w+)*)[ \t]*\n(.*?)^\1#end[ \t]*(?:\n|\Z)", re.S | re.M)
+_EACH = re.compile(rf"^([ \t]*)#each[ \t]+({_GROUP_VARIABLES})[ \t]*\n(.*?)^\1#end[ \t]*(?:\n|\Z)", re.S | re.M)
+_GROUP_LINE = re.compile(r"^[ \t]*#(?:each|end)\b.*$", re.M)  # a line meant as a group's
+_GROUP_GRAMMAR = re.compile(rf"([ \t]*)#(?:(each)[ \t]+{_GROUP_VARIABLES}|(end))[ \t]*")  # such a line, well formed
+_PLACEHOLDER = re.compile(r"\x00(\d+)\x00")  # where a filled VALUES block goes (no template holds NUL)
 
 
 class TemplateError(LookupError):
@@ -116,9 +120,6 @@ def render_values(text: str, values: dict[ValuesKey, Iterable[Sequence[Term] | T
     if missing:
         raise TemplateError(f"no empty VALUES block for {sorted(missing)}")
     return _PLACEHOLDER.sub(lambda match: blocks[int(match.group(1))], placed)
-
-
-_PLACEHOLDER = re.compile(r"\x00(\d+)\x00")  # where a filled VALUES block goes (no template holds NUL)
 
 
 def _place_values(text: str, wanted: dict[tuple[str, ...], list], dialect: str,
@@ -201,10 +202,6 @@ def load_template(name: str, directory: Path = SPARQL_DIR) -> str:
     text = _JINJA.from_string(template_path(name, directory).read_text(encoding="utf-8")).render(stages=chain())
     check_groups(text, name)
     return text
-
-
-_GROUP_LINE = re.compile(r"^[ \t]*#(?:each|end)\b.*$", re.M)  # a line meant as a group's (``_EACH``'s grammar below)
-_GROUP_GRAMMAR = re.compile(r"([ \t]*)#(?:(each)[ \t]+\?\w+(?:[ \t]+\?\w+)*|(end))[ \t]*")
 
 
 def check_groups(text: str, name: str) -> None:
