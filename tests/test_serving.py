@@ -22,7 +22,7 @@ from production_server import TOKEN, ProductionServer
 from scripted_llm import ScriptedLLM
 
 from server import vocab
-from server.http.asgi import WsgiBridge, wsgi_environ
+from server.http.asgi import HEAD_LIMIT, WsgiBridge, wsgi_environ
 from server.rag.retrieval import edge_id
 
 MAX_BODY = 64 * 1024
@@ -260,6 +260,49 @@ def test_a_request_head_growing_past_16_kb_is_refused(production: ProductionServ
         sock.sendall(b"x" * 7_000)  # still no end of the head: 17 KB held for this client
         status, _ = read_response(sock)
     assert status == 400
+
+
+def _sent_in_pieces(sock: socket.socket, data: bytes, piece: int) -> None:
+    for start in range(0, len(data), piece):
+        sock.sendall(data[start:start + piece])
+        time.sleep(0.01)  # each piece in a read of its own
+
+
+def _past_head_limit(data: bytes, piece: int) -> bytes:
+    """The pieces of ``data`` up to the first that takes it past 16 KB: nothing is sent after the server must
+    have refused it (a send to a closed connection would reset it, and its answer with it)."""
+    return data[:(HEAD_LIMIT // piece + 1) * piece]
+
+
+@pytest.mark.parametrize("piece", [1_000, 4_096, 9_000])
+def test_a_head_over_16_kb_is_refused_however_it_is_cut(production: ProductionServer, piece: int) -> None:
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
+        b"X-Padding-%d: %s\r\n" % (i, b"x" * 900) for i in range(20))  # 18 KB of headers, never ended
+    with socket.create_connection(("127.0.0.1", production.port), timeout=TIMEOUT_S) as sock:
+        _sent_in_pieces(sock, _past_head_limit(head, piece), piece)
+        status, _ = read_response(sock)
+    assert status == 400
+
+
+def test_the_next_request_s_head_on_a_kept_connection_is_bounded_too(production: ProductionServer) -> None:
+    with socket.create_connection(("127.0.0.1", production.port), timeout=TIMEOUT_S) as sock:
+        sock.sendall(request_head("GET", "/healthz", {}))
+        first, _ = read_response(sock)
+        _sent_in_pieces(sock, _past_head_limit(b"GET /healthz HTTP/1.1\r\nX-Padding: " + b"x" * 17_000, 2_000), 2_000)
+        second, _ = read_response(sock)
+    assert (first, second) == (200, 400)
+
+
+def test_a_body_is_not_counted_as_head(production: ProductionServer) -> None:
+    """A head of 15 KB, then a body of 50 KB in pieces: the head's bound is the head's only."""
+    body = urlencode({"query": f"ASK {{ <{E}france> ?p ?o }} # " + "x" * 50_000}).encode()
+    head = request_head("POST", "/sparql", {"Content-Type": "application/x-www-form-urlencoded",
+                                            "Accept": "application/sparql-results+json",
+                                            "Content-Length": str(len(body)), "X-Padding": "x" * 15_000})
+    with socket.create_connection(("127.0.0.1", production.port), timeout=TIMEOUT_S) as sock:
+        _sent_in_pieces(sock, head + body, 8_192)
+        status, payload = read_response(sock)
+    assert status == 200 and json.loads(payload)["boolean"] is True
 
 
 # --- streaming and clients that leave ----------------------------------------------------------------
