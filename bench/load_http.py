@@ -41,7 +41,7 @@ from pathlib import Path
 import requests
 
 from bench.bench_retrieval import _table
-from bench.process_cpu import ROLES, CpuSnapshot
+from bench.process_cpu import CLIENT, QUERY_WORKERS, ROLES, SERVER, CpuSnapshot
 from bench.workdir import cached_store
 from server.config import PROJECT_ROOT, SAMPLE_DATA
 from server.ingest.load import load_file
@@ -393,6 +393,21 @@ def targets(sparql: Measured | None, oxigraph: Measured | None, mixed: Measured 
     return found
 
 
+def server_budget(sparql: Measured, oxigraph: Measured, target: float = VS_OXIGRAPH_TARGET) -> str | None:
+    """What the ratio to ``oxigraph serve`` asks of Glassgraph's server process, where the clients share the
+    cores and answers/s follow the CPU an answer costs (client + server, + query workers): the most the server
+    process may spend an answer for ``target``, against what it spent, and the ratio were it to spend nothing."""
+    if not (sparql.cpu and oxigraph.cpu and sparql.outcomes.answers and oxigraph.outcomes.answers):
+        return None
+    glassgraph = {role: seconds * 1000 / sparql.outcomes.answers for role, seconds in sparql.cpu.items()}
+    baseline = sum(oxigraph.cpu.values()) * 1000 / oxigraph.outcomes.answers
+    rest = glassgraph[CLIENT] + glassgraph[QUERY_WORKERS]
+    return (f"CPU an answer: oxigraph serve {baseline:.2f} ms with its client; Glassgraph's client and query "
+            f"workers {rest:.2f} ms, its server process {glassgraph[SERVER]:.2f} ms. For {target:g}x the server "
+            f"process may spend {baseline / target - rest:.2f} ms an answer; spending none, the ratio would be "
+            f"{baseline / rest:.2f}x")
+
+
 # --- the run --------------------------------------------------------------------------------------
 
 def parse_levels(text: str) -> list[int]:
@@ -472,6 +487,9 @@ def report(args: argparse.Namespace, levels: list[int], measured: dict[tuple[str
                 rows.append(baseline.row(baseline))
             rows.append(measured["glassgraph", clients].row(baseline))
         print(_table(HEADER, rows))
+    budget = oxigraph and server_budget(sparql, oxigraph)
+    if budget:
+        print(budget)
     mixed_cpu = ", ".join(f"{role} {seconds / mixed.elapsed:.2f}" for role, seconds in mixed_cpu.items())
     print(f"mixed phase, CPU seconds a second: {mixed_cpu} (one server process runs GraphRAG and serves HTTP)")
     answered = rag.outcomes.answers

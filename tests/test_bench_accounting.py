@@ -117,3 +117,16 @@ def test_cpu_is_counted_by_role_across_a_server_process_tree() -> None:
     assert 0.3 <= spent[SERVER] < 1.0, spent
     assert 0.35 <= spent[QUERY_WORKERS] < 1.0, spent
     assert spent[CLIENT] < 0.3, spent
+
+
+def test_the_server_budget_is_what_the_ratio_leaves_the_server_process_of_the_cpu_an_answer_costs() -> None:
+    def measured(server: str, cpu: dict[str, float]) -> load_http.Measured:
+        return load_http.Measured("sparql", server, 20, load_http.Outcomes(requests=1000, answers=1000), 1.0, cpu)
+
+    glassgraph = measured("glassgraph", {"client": 0.9, "server": 1.1, "query workers": 1.4})
+    oxigraph = measured("oxigraph serve", {"client": 0.8, "server": 1.2, "query workers": 0.0})
+    line = load_http.server_budget(glassgraph, oxigraph)
+    # 2.0 ms an answer for oxigraph serve; 0.8x allows Glassgraph 2.5 ms, of which client and workers take 2.3
+    assert "oxigraph serve 2.00 ms" in line and "query workers 2.30 ms" in line and "server process 1.10 ms" in line
+    assert "may spend 0.20 ms an answer" in line and "the ratio would be 0.87x" in line
+    assert load_http.server_budget(measured("glassgraph", {}), oxigraph) is None  # no CPU read: nothing to say
