@@ -55,6 +55,8 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 HeadCheck = Callable[[str, str, Callable[[str], "str | None"]], "GlassgraphError | None"]
 
 HEAD_LIMIT = 16 * 1024  # of a request head (line and headers) not yet ended; an 8 KB URL fits
+MAX_HEADER_FIELDS = 100  # a request's; browsers send 10-20
+PARSE_SLICE = 16 * 1024  # the most of a read parsed before the bytes held without progress are counted
 LINGER_S = 1.0  # after an early answer, how long the rest of a body is read and dropped
 JSON = "application/json"
 PIECE_BYTES = 64 * 1024  # the most of a response body handed to uvicorn at once (its write buffer's high water)
@@ -64,32 +66,66 @@ THREAD_STACK_BYTES = 4 * PARSE_STACK_BYTES
 
 
 class HeadBoundedHttp(HttpToolsProtocol):
-    """uvicorn's httptools (llhttp) protocol, holding at most ``HEAD_LIMIT`` of a request head that has not
-    ended: past it the client is answered 400 and the connection closed. llhttp buffers nothing itself, but
-    httptools keeps a header's name and value, and uvicorn the URL and the headers, until the head ends, so
-    a head sent without end would grow without bound. The bytes are counted as they arrive, from the end of
-    the previous request until the head's end; at most one read (the event loop's, up to 256 KB) is parsed
-    before the count is looked at."""
+    """uvicorn's httptools (llhttp) protocol, bounded as h11 bounded itself. llhttp holds nothing, but httptools
+    keeps a header's name and value, and uvicorn the URL and each header, until they end, so an attacker could
+    otherwise grow them without end. Here:
+
+    - at most ``HEAD_LIMIT`` bytes are parsed without the parser making progress (the head's end, a chunk's
+      start or end, a piece of body, the request's end): a head, a chunk's size line or trailer fields that do
+      not end are answered 400 and the connection closed. Each read is parsed in slices of ``PARSE_SLICE``
+      and the count looked at after each, so at most one slice more is held (a count reset at a request's end
+      would otherwise miss the rest of a large read: the next request's head);
+    - a request has at most ``MAX_HEADER_FIELDS`` header fields (400 past them): httptools hands each to
+      uvicorn as it ends, and 16 KB of empty fields held about 480 KB a connection;
+    - trailer fields (after a chunked body) are dropped, as they were under h11: uvicorn would have added them
+      to the request's headers, where a front proxy's filtering of headers never saw them.
+    """
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.head_bytes, self.in_head = 0, True
+        self.since_progress, self.fields, self.in_head = 0, 0, True
         super().connection_made(transport)  # type: ignore[arg-type]
 
     def data_received(self, data: bytes) -> None:
-        if self.in_head:
-            self.head_bytes += len(data)
-        super().data_received(data)
-        if self.in_head and self.head_bytes > HEAD_LIMIT and not self.transport.is_closing():
-            self.logger.warning("a request head grew past %d bytes: refused", HEAD_LIMIT)
-            self.send_400_response(f"Request head larger than {HEAD_LIMIT} bytes.")
+        for start in range(0, len(data), PARSE_SLICE):
+            piece = data[start:start + PARSE_SLICE]
+            self.since_progress += len(piece)
+            super().data_received(piece)
+            if self.transport.is_closing() or self.transport.get_protocol() is not self:  # refused, or a websocket
+                return
+            if self.since_progress > HEAD_LIMIT:
+                self.logger.warning("%d bytes of a head, chunk line or trailers, unended: refused", self.since_progress)
+                self.send_400_response(f"Request head, chunk line or trailers larger than {HEAD_LIMIT} bytes.")
+                return
+
+    def on_message_begin(self) -> None:
+        self.fields, self.in_head = 0, True
+        super().on_message_begin()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.in_head:
+            return  # a trailer field
+        self.fields += 1
+        if self.fields > MAX_HEADER_FIELDS:
+            raise ValueError(f"more than {MAX_HEADER_FIELDS} header fields")  # httptools: a parse error, 400
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self.in_head = False
+        self.since_progress, self.in_head = 0, False
         super().on_headers_complete()
 
+    def on_body(self, body: bytes) -> None:
+        self.since_progress = 0
+        super().on_body(body)
+
+    def on_chunk_header(self) -> None:
+        self.since_progress = 0
+
+    def on_chunk_complete(self) -> None:
+        self.since_progress = 0
+
     def on_message_complete(self) -> None:
+        self.since_progress = 0
         super().on_message_complete()
-        self.head_bytes, self.in_head = 0, True  # what follows is the next request's head
 
 
 class Worker(UvicornWorker):
