@@ -402,10 +402,11 @@ def server_budget(sparql: Measured, oxigraph: Measured, target: float = VS_OXIGR
     glassgraph = {role: seconds * 1000 / sparql.outcomes.answers for role, seconds in sparql.cpu.items()}
     baseline = sum(oxigraph.cpu.values()) * 1000 / oxigraph.outcomes.answers
     rest = glassgraph[CLIENT] + glassgraph[QUERY_WORKERS]
+    budget = baseline / target - rest
+    allowed = f"may spend {budget:.2f} ms an answer" if budget > 0 else "may spend nothing"
     return (f"CPU an answer: oxigraph serve {baseline:.2f} ms with its client; Glassgraph's client and query "
             f"workers {rest:.2f} ms, its server process {glassgraph[SERVER]:.2f} ms. For {target:g}x the server "
-            f"process may spend {baseline / target - rest:.2f} ms an answer; spending none, the ratio would be "
-            f"{baseline / rest:.2f}x")
+            f"process {allowed}; spending none, the ratio would be {baseline / rest:.2f}x")
 
 
 # --- the run --------------------------------------------------------------------------------------

@@ -130,3 +130,5 @@ def test_the_server_budget_is_what_the_ratio_leaves_the_server_process_of_the_cp
     assert "oxigraph serve 2.00 ms" in line and "query workers 2.30 ms" in line and "server process 1.10 ms" in line
     assert "may spend 0.20 ms an answer" in line and "the ratio would be 0.87x" in line
     assert load_http.server_budget(measured("glassgraph", {}), oxigraph) is None  # no CPU read: nothing to say
+    costly = measured("glassgraph", {"client": 1.0, "server": 1.1, "query workers": 2.0})
+    assert "may spend nothing" in load_http.server_budget(costly, oxigraph)  # 3.0 ms before the server process

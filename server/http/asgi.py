@@ -56,7 +56,8 @@ HeadCheck = Callable[[str, str, Callable[[str], "str | None"]], "GlassgraphError
 
 HEAD_LIMIT = 16 * 1024  # of a request head (line and headers) not yet ended; an 8 KB URL fits
 MAX_HEADER_FIELDS = 100  # a request's; browsers send 10-20
-PARSE_SLICE = 16 * 1024  # the most of a read parsed before the bytes held without progress are counted
+PARSE_SLICE = 8 * 1024  # the most of a read parsed before the bytes held without progress are counted
+MAX_PIPELINED = 8  # requests parsed ahead of the one being answered, on one connection
 LINGER_S = 1.0  # after an early answer, how long the rest of a body is read and dropped
 JSON = "application/json"
 PIECE_BYTES = 64 * 1024  # the most of a response body handed to uvicorn at once (its write buffer's high water)
@@ -67,74 +68,85 @@ THREAD_STACK_BYTES = 4 * PARSE_STACK_BYTES
 
 class HeadBoundedHttp(HttpToolsProtocol):
     """uvicorn's httptools (llhttp) protocol, bounded as h11 bounded itself. llhttp holds nothing, but httptools
-    keeps a header's name and value, and uvicorn the URL and each header, until they end, so an attacker could
-    otherwise grow them without end. Here:
+    keeps a header's name and value, and uvicorn the URL, each header and each request parsed ahead of the one
+    being answered, so an attacker could otherwise grow them without end. Here:
 
-    - at most ``HEAD_LIMIT`` bytes are parsed without the parser making progress (the head's end, a chunk's
-      start or end, a piece of body, the request's end): a head, a chunk's size line or trailer fields that do
-      not end are answered 400 and the connection closed. Each read is parsed in slices of ``PARSE_SLICE``
-      and the count looked at after each, so at most one slice more is held (a count reset at a request's end
-      would otherwise miss the rest of a large read: the next request's head);
-    - a request has at most ``MAX_HEADER_FIELDS`` header fields (400 past them): httptools hands each to
-      uvicorn as it ends, and 16 KB of empty fields held about 480 KB a connection;
+    - a head, a chunk's size line or trailer fields are refused (400, the connection closed) once more than
+      ``HEAD_LIMIT`` bytes have been parsed without the parser making progress (the head's end, a chunk's start
+      or end, a piece of body, the request's end). Each read is parsed in slices of ``PARSE_SLICE`` and the count
+      looked at after each; what follows the progress in its own slice goes uncounted, so a connection holds at
+      most ``HEAD_LIMIT + 2 * PARSE_SLICE`` unended (32 KB), and a head of up to ``HEAD_LIMIT`` is never refused;
+    - a request has at most ``MAX_HEADER_FIELDS`` header fields (400): httptools hands each to uvicorn as it
+      ends, and 16 KB of empty fields held about 480 KB a connection;
+    - at most ``MAX_PIPELINED`` requests wait behind the one being answered; past them the connection is
+      dropped (no 400: an answer may be half sent). One read of 256 KB of pipelined `GET /` queued 14,562;
     - trailer fields (after a chunked body) are dropped, as they were under h11: uvicorn would have added them
       to the request's headers, where a front proxy's filtering of headers never saw them.
     """
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.since_progress, self.fields, self.in_head = 0, 0, True
-        super().connection_made(transport)  # type: ignore[arg-type]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._since_progress, self._fields, self._in_head = 0, 0, True
+        self._too_many_pipelined = False
+        super().connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         for start in range(0, len(data), PARSE_SLICE):
             piece = data[start:start + PARSE_SLICE]
-            self.since_progress += len(piece)
+            self._since_progress += len(piece)
             super().data_received(piece)
             if self.transport.is_closing() or self.transport.get_protocol() is not self:  # refused, or a websocket
                 return
-            if self.since_progress > HEAD_LIMIT:
-                self.logger.warning("%d bytes of a head, chunk line or trailers, unended: refused", self.since_progress)
+            if self._too_many_pipelined:
+                self.logger.warning("more than %d requests pipelined: the connection was dropped", MAX_PIPELINED)
+                self.pipeline.clear()
+                self.transport.abort()
+                return
+            if self._since_progress > HEAD_LIMIT:
+                self.logger.warning("%d bytes of a head, chunk line or trailers: refused", self._since_progress)
                 self.send_400_response(f"Request head, chunk line or trailers larger than {HEAD_LIMIT} bytes.")
                 return
 
     def on_message_begin(self) -> None:
-        self.fields, self.in_head = 0, True
+        self._fields, self._in_head = 0, True
         super().on_message_begin()
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if not self.in_head:
+        if not self._in_head:
             return  # a trailer field
-        self.fields += 1
-        if self.fields > MAX_HEADER_FIELDS:
-            raise ValueError(f"more than {MAX_HEADER_FIELDS} header fields")  # httptools: a parse error, 400
+        self._fields += 1
+        if self._fields > MAX_HEADER_FIELDS:
+            self.logger.warning("a request with more than %d header fields: refused", MAX_HEADER_FIELDS)
+            raise ValueError("too many header fields")  # httptools: a parse error, which uvicorn answers 400
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self.since_progress, self.in_head = 0, False
+        self._since_progress, self._in_head = 0, False
         super().on_headers_complete()
+        if len(self.pipeline) > MAX_PIPELINED:
+            self.pipeline.popleft()  # never started; the connection is dropped once this slice is parsed
+            self._too_many_pipelined = True
 
     def on_body(self, body: bytes) -> None:
-        self.since_progress = 0
+        self._since_progress = 0
         super().on_body(body)
 
     def on_chunk_header(self) -> None:
-        self.since_progress = 0
+        self._since_progress = 0
 
     def on_chunk_complete(self) -> None:
-        self.since_progress = 0
+        self._since_progress = 0
 
     def on_message_complete(self) -> None:
-        self.since_progress = 0
+        self._since_progress = 0
         super().on_message_complete()
 
 
 class Worker(UvicornWorker):
-    """uvicorn's gunicorn worker with httptools' parser bounded to ``HEAD_LIMIT`` (``HeadBoundedHttp``: h11,
-    which bounds it by itself, cost 0.2 ms more of the server's CPU a request) and the event loop ``auto``
-    picks (uvloop, a dependency), with gunicorn's ``--worker-connections`` (default 1000)
-    as uvicorn's ``limit_concurrency``: past that many connections or requests, a request is
-    answered 503. uvicorn_worker's own worker passes neither of them to uvicorn (nor gunicorn's
-    ``--limit-request-*``). A client's address is its connection's: ``X-Forwarded-For`` is read only
+    """uvicorn's gunicorn worker with httptools' parser, bounded (``HeadBoundedHttp``; h11, which bounds a head by
+    itself, cost 10% more of the server's CPU a request: docs/decisions.md, decision 33), with gunicorn's
+    ``--worker-connections`` (default 1000) as uvicorn's ``limit_concurrency``: past that many connections or
+    requests, a request is answered 503. uvicorn_worker's own worker passes neither of them to uvicorn (nor
+    gunicorn's ``--limit-request-*``). A client's address is its connection's: ``X-Forwarded-For`` is read only
     from ``GLASSGRAPH_TRUSTED_PROXIES`` (uvicorn believes it from loopback by default, so any local
     client, or one behind a proxy that passes the header on, could take another's fair share)."""
 
