@@ -375,6 +375,39 @@ def test_pipelined_requests_are_answered_in_turn_up_to_a_depth(production: Produ
         assert set(statuses) <= {200} and len(statuses) <= 9
 
 
+H2C = {"Connection": "Upgrade, HTTP2-Settings", "Upgrade": "h2c", "HTTP2-Settings": "AAMAAABkAAQAAP__"}
+
+
+def test_a_body_behind_an_upgrade_is_a_body_not_a_request(production: ProductionServer) -> None:
+    """llhttp skips the body of a request asking an upgrade: read on from there, the body's bytes at the next
+    parse slice were a request of their own (one request to a proxy in front, two answers here)."""
+    smuggled = request_head("GET", "/healthz", {})
+    body = b"#" * (16_384 - len(smuggled)) + smuggled  # a comment, then what would be read as a request
+    head = request_head("POST", "/sparql", {**H2C, "Content-Type": "application/sparql-query",
+                                            "Content-Length": str(len(body)), "Connection": "Upgrade, close"})
+    with socket.create_connection(("127.0.0.1", production.port), timeout=TIMEOUT_S) as sock:
+        sock.sendall(head + body)
+        statuses = _answers(sock)
+    assert statuses == [400]  # one answer: the query's (a comment, then text that is no query)
+
+
+def test_an_h2c_upgrade_is_ignored_and_the_request_answered_with_its_body(production: ProductionServer) -> None:
+    """Java's HTTP client asks `Upgrade: h2c` on its first request to an http:// URL, POSTs included."""
+    query = f"ASK {{ <{E}france> <{R}capital> <{E}paris> }}"
+    answered = requests.post(production.url + "/sparql", data={"query": query}, timeout=TIMEOUT_S,
+                             headers={**H2C, "Accept": "application/sparql-results+json"})
+    assert answered.status_code == 200 and answered.json()["boolean"] is True
+    with socket.create_connection(("127.0.0.1", production.port), timeout=TIMEOUT_S) as sock:
+        sock.sendall(request_head("GET", "/healthz", H2C) + request_head("GET", "/healthz", {"Connection": "close"}))
+        assert _answers(sock) == [200, 200]  # and the request after it is read from where the head ended
+
+
+def test_a_connect_is_refused(production: ProductionServer) -> None:
+    with socket.create_connection(("127.0.0.1", production.port), timeout=TIMEOUT_S) as sock:
+        sock.sendall(b"CONNECT example.org:443 HTTP/1.1\r\nHost: example.org:443\r\n\r\n")
+        assert _answers(sock) == [400]
+
+
 def test_a_body_is_not_counted_as_head(production: ProductionServer) -> None:
     """A head of 15 KB, then a body of 50 KB in pieces: the head's bound is the head's only."""
     body = urlencode({"query": f"ASK {{ <{E}france> ?p ?o }} # " + "x" * 50_000}).encode()

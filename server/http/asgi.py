@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn_worker import UvicornWorker
 
@@ -81,11 +82,13 @@ class HeadBoundedHttp(HttpToolsProtocol):
     - at most ``MAX_PIPELINED`` requests wait behind the one being answered; past them the connection is
       dropped (no 400: an answer may be half sent). One read of 256 KB of pipelined `GET /` queued 14,562;
     - trailer fields (after a chunked body) are dropped, as they were under h11: uvicorn would have added them
-      to the request's headers, where a front proxy's filtering of headers never saw them.
+      to the request's headers, where a front proxy's filtering of headers never saw them;
+    - an upgrade other than to a websocket (``Upgrade: h2c`` from some HTTP/2 clients) is ignored, the request
+      and its body read as if it had not been asked (``_parse``); a ``CONNECT`` is refused (400).
     """
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self._since_progress, self._fields, self._in_head = 0, 0, True
+        self._since_progress, self._fields, self._in_head, self._upgrade_ignored = 0, 0, True, False
         self._too_many_pipelined = False
         super().connection_made(transport)
 
@@ -93,7 +96,7 @@ class HeadBoundedHttp(HttpToolsProtocol):
         for start in range(0, len(data), PARSE_SLICE):
             piece = data[start:start + PARSE_SLICE]
             self._since_progress += len(piece)
-            super().data_received(piece)
+            self._parse(piece)
             if self.transport.is_closing() or self.transport.get_protocol() is not self:  # refused, or a websocket
                 return
             if self._too_many_pipelined:
@@ -106,8 +109,47 @@ class HeadBoundedHttp(HttpToolsProtocol):
                 self.send_400_response(f"Request head, chunk line or trailers larger than {HEAD_LIMIT} bytes.")
                 return
 
+    def _parse(self, piece: bytes) -> None:
+        """uvicorn's ``data_received`` for one slice, but for an upgrade other than to a websocket (``Upgrade: h2c``
+        from Java's HTTP client, on requests with a body too). llhttp stops at such a request's head as if its
+        body were another protocol's, and uvicorn dropped the rest of the read and read on from there: the app
+        had an empty body, and the bytes of the declared body were read as requests of their own (one request
+        to a proxy in front, two here). Here the head is given to the parser again without the upgrade (its app
+        not started the first time), so that its body is read as a body."""
+        self._unset_keepalive_if_required()
+        again = b""  # the head given again, in front of ``piece``
+        while piece:
+            try:
+                self.parser.feed_data(piece)
+                return
+            except httptools.HttpParserError:
+                self.logger.warning("Invalid HTTP request received.")
+                self.send_400_response("Invalid HTTP request received.")
+                return
+            except httptools.HttpParserUpgrade as upgrade:
+                if self._should_upgrade():
+                    self.handle_websocket_upgrade()
+                    return
+                if upgrade.args[0] <= len(again):  # a CONNECT, or an upgrade the head given again still asks
+                    self.send_400_response("This server upgrades a connection only to a websocket.")
+                    return
+                again = self._head_without_upgrade()
+                piece = again + piece[upgrade.args[0]:]
+                self.parser = httptools.HttpRequestParser(self)  # llhttp's own may hold the request ended and closed
+
+    def _head_without_upgrade(self) -> bytes:
+        """The head just parsed (as uvicorn keeps it), without ``Upgrade`` and its ``Connection`` token."""
+        lines = [b"%s %s HTTP/%s" % (self.parser.get_method(), self.url, self.parser.get_http_version().encode())]
+        for name, value in self.headers:
+            if name == b"connection":
+                value = b", ".join(token for token in (t.strip() for t in value.split(b","))
+                                   if token and token.lower() != b"upgrade")
+            if name != b"upgrade" and value:
+                lines.append(name + b": " + value)
+        return b"\r\n".join(lines) + b"\r\n\r\n"
+
     def on_message_begin(self) -> None:
-        self._fields, self._in_head = 0, True
+        self._fields, self._in_head, self._upgrade_ignored = 0, True, False
         super().on_message_begin()
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -121,6 +163,9 @@ class HeadBoundedHttp(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._since_progress, self._in_head = 0, False
+        if self.parser.should_upgrade() and not self._should_upgrade():
+            self._upgrade_ignored = True  # its head is parsed again without it (``_parse``), and only then run
+            return
         super().on_headers_complete()
         if len(self.pipeline) > MAX_PIPELINED:
             self.pipeline.popleft()  # never started; the connection is dropped once this slice is parsed
@@ -138,7 +183,8 @@ class HeadBoundedHttp(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._since_progress = 0
-        super().on_message_complete()
+        if not self._upgrade_ignored:  # its request was not started: its head is parsed again
+            super().on_message_complete()
 
 
 class Worker(UvicornWorker):
