@@ -310,6 +310,18 @@ def test_a_killed_server_takes_its_running_query_with_it(tmp_path: Path) -> None
         child.wait()
 
 
+@pytest.mark.parametrize("text", ["", "   \n", "# a comment, and nothing else\n"])
+def test_an_empty_query_is_told_so_and_costs_no_worker(live: LiveServer, text: str) -> None:
+    """Its error message once failed in the query worker (an IndexError), which ended the process: 422 blaming
+    memory, and a worker started again for each such request."""
+    assert ask(live, "ASK {}").status_code == 200  # the workers are up
+    workers = sorted(query_worker_pids())
+    response = ask(live, text)
+    assert response.status_code == 400
+    assert "the query is empty" in response.text, response.text
+    assert sorted(query_worker_pids()) == workers
+
+
 def test_a_write_is_seen_by_the_next_query(live: LiveServer) -> None:
     """Queries run on a worker's snapshot; a snapshot older than an acknowledged write is renewed."""
     for n in range(5):

@@ -64,7 +64,6 @@ def plain_syntax_error(raw: str, text: str, reread: bool = False, base: str | No
     if sentences:
         return SyntaxProblem(sentences[0].rstrip(".") + ".", line, column)
     tokens = [item for item in alternatives if item and item not in ("_", "<unreported>")]
-    listed = tokens[0] if len(tokens) == 1 else ", ".join(tokens[:-1]) + " or " + tokens[-1]
     column, here = _word_at(text, line, column)
     if not here:  # the parser read to the end: what it expected there says little about what is wrong
         unreadable = _first_unreadable_token(text, base) if reread else None
@@ -73,6 +72,7 @@ def plain_syntax_error(raw: str, text: str, reread: bool = False, base: str | No
                                  "term, bracket or dot here or just before).", *_position(text, unreadable.start))
         return SyntaxProblem("the query ends too early, or something before this point is malformed "
                              "(a missing term, bracket or dot).", line, column)
+    listed = tokens[0] if len(tokens) == 1 else ", ".join(tokens[:-1]) + " or " + tokens[-1] if tokens else ""
     return SyntaxProblem(f"unexpected {here!r}" + (f": expected {listed}." if tokens else "."), line, column)
 
 
@@ -118,10 +118,14 @@ def _unknown_form(text: str, forms: tuple[str, ...]) -> SyntaxProblem | None:
     at = 0
     while at < len(tokens) and tokens[at].is_word("PREFIX", "BASE"):
         at += 3 if tokens[at].is_word("PREFIX") else 2
+    update = "INSERT" in forms
+    kind, other = ("an update", "a query") if update else ("a query", "an update")
+    if not tokens:
+        return SyntaxProblem(f"the {kind.split()[1]} is empty (nothing but spaces or comments): {kind} starts "
+                             f"with {_listed(forms)}.")
     if at >= len(tokens) or tokens[at].is_word(*forms):
         return None
-    first, update = tokens[at], "INSERT" in forms
-    kind, other = ("an update", "a query") if update else ("a query", "an update")
+    first = tokens[at]
     if first.is_word(*(QUERY_FORMS if update else UPDATE_FORMS)):
         return SyntaxProblem(f"{first.value!r} starts {other}, not {kind}: send it as {other}.",
                              *_position(text, first.start))
