@@ -11,7 +11,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlencode
@@ -144,10 +144,10 @@ class SlowClients:
             sock.close()
 
 
-def read_response(sock: socket.socket) -> tuple[int, bytes]:
-    """Status and body of a Content-Length response read off a raw socket."""
+def _received(sock: socket.socket, enough: Callable[[bytes], bool] = lambda data: False) -> bytes:
+    """What ``sock`` reads until ``enough`` of it has come, or the connection is closed."""
     data = b""
-    while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < _content_length(data):
+    while not enough(data):
         try:
             chunk = sock.recv(65536)
         except ConnectionResetError:
@@ -155,6 +155,13 @@ def read_response(sock: socket.socket) -> tuple[int, bytes]:
         if not chunk:
             break
         data += chunk
+    return data
+
+
+def read_response(sock: socket.socket) -> tuple[int, bytes]:
+    """Status and body of a Content-Length response read off a raw socket."""
+    data = _received(sock, lambda data: b"\r\n\r\n" in data
+                     and len(data.partition(b"\r\n\r\n")[2]) >= _content_length(data))
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split(b" ", 2)[1]), body
 
@@ -343,16 +350,7 @@ def _closed(sock: socket.socket) -> bool:
 
 def _answers(sock: socket.socket) -> list[int]:
     """The statuses of the Content-Length answers read off ``sock`` until it is closed."""
-    data = b""
-    while True:
-        try:
-            chunk = sock.recv(65536)
-        except ConnectionResetError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    statuses = []
+    data, statuses = _received(sock), []
     while b"\r\n\r\n" in data:
         head, _, rest = data.partition(b"\r\n\r\n")
         statuses.append(int(head.split(b" ", 2)[1]))
