@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from server.errors import BadRequest
@@ -72,8 +73,7 @@ def plain_syntax_error(raw: str, text: str, reread: bool = False, base: str | No
                                  "term, bracket or dot here or just before).", *_position(text, unreadable.start))
         return SyntaxProblem("the query ends too early, or something before this point is malformed "
                              "(a missing term, bracket or dot).", line, column)
-    listed = tokens[0] if len(tokens) == 1 else ", ".join(tokens[:-1]) + " or " + tokens[-1] if tokens else ""
-    return SyntaxProblem(f"unexpected {here!r}" + (f": expected {listed}." if tokens else "."), line, column)
+    return SyntaxProblem(f"unexpected {here!r}" + (f": expected {_listed(tokens)}." if tokens else "."), line, column)
 
 
 def _position(text: str, offset: int) -> tuple[int, int]:
@@ -119,10 +119,10 @@ def _unknown_form(text: str, forms: tuple[str, ...]) -> SyntaxProblem | None:
     while at < len(tokens) and tokens[at].is_word("PREFIX", "BASE"):
         at += 3 if tokens[at].is_word("PREFIX") else 2
     update = "INSERT" in forms
-    kind, other = ("an update", "a query") if update else ("a query", "an update")
+    noun, kind, other = ("update", "an update", "a query") if update else ("query", "a query", "an update")
     if not tokens:
-        return SyntaxProblem(f"the {kind.split()[1]} is empty (nothing but spaces or comments): {kind} starts "
-                             f"with {_listed(forms)}.")
+        return SyntaxProblem(f"the {noun} is empty (nothing but spaces or comments): {kind} starts with "
+                             f"{_listed(forms)}.")
     if at >= len(tokens) or tokens[at].is_word(*forms):
         return None
     first = tokens[at]
@@ -136,8 +136,9 @@ def _unknown_form(text: str, forms: tuple[str, ...]) -> SyntaxProblem | None:
                          "and BASE declarations.", *_position(text, first.start))
 
 
-def _listed(words: tuple[str, ...]) -> str:
-    return ", ".join(words[:-1]) + " or " + words[-1]
+def _listed(words: Sequence[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 _PAIRS = {"(": ")", "{": "}", "[": "]"}
